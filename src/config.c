@@ -1,0 +1,291 @@
+/* SPDX-License-Identifier: GPL-2.0-or-later */
+#include <ctype.h>
+#include <errno.h>
+#include <inttypes.h>
+#include <libconfig.h>
+#include <stddef.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/sysinfo.h>
+
+#include "codec.h"
+#include "config.h"
+
+enum setting_type {
+	SETTING_SIZE,		/* bytes, K/M/G suffixes, maybe % of RAM */
+	SETTING_INT,
+	SETTING_CODEC,		/* a codec name */
+};
+
+struct setting {
+	const char *name;	/* "key" or "group.key" */
+	enum setting_type type;
+	int64_t min, max;	/* inclusive; for sizes in bytes */
+	bool pct_of_ram;	/* a size may be given as N% of RAM */
+	const char *def;	/* text form, parsed like user input; NULL = computed */
+	size_t offset;		/* into struct zs_config */
+	const char *help;
+};
+
+#define OFF(field) offsetof(struct zs_config, field)
+
+/* Adding a setting is one line here and a field in struct zs_config. */
+static const struct setting settings[] = {
+	{ "size", SETTING_SIZE, 4096, INT64_C(1) << 44, true, NULL, OFF(size),
+	  "size of the swap file (default: half of RAM, at most 4G)" },
+	{ "algorithm", SETTING_CODEC, 0, 0, false, "lz4", OFF(algorithm),
+	  "compression algorithm for pages" },
+	{ "level", SETTING_INT, -100, 22, false, "0", OFF(level),
+	  "compression level (0: the algorithm's default; lz4: acceleration)" },
+	{ "mem_limit", SETTING_SIZE, 0, INT64_C(1) << 44, true, "0", OFF(mem_limit),
+	  "most memory the compressed pages may use; 0 for no limit" },
+};
+
+#define NR_SETTINGS (sizeof(settings) / sizeof(settings[0]))
+
+static const struct setting *setting_find(const char *name)
+{
+	size_t i;
+
+	for (i = 0; i < NR_SETTINGS; i++)
+		if (!strcmp(settings[i].name, name))
+			return &settings[i];
+	return NULL;
+}
+
+bool config_has_key(const char *name)
+{
+	return setting_find(name) != NULL;
+}
+
+static uint64_t ram_bytes(void)
+{
+	struct sysinfo si;
+
+	if (sysinfo(&si))
+		return 0;
+	return (uint64_t)si.totalram * si.mem_unit;
+}
+
+int config_parse_size(const char *text, bool pct_ok, uint64_t *out)
+{
+	unsigned long long v;
+	char *end;
+	int shift = 0;
+
+	while (isspace((unsigned char)*text))
+		text++;
+	if (!isdigit((unsigned char)*text))
+		return -EINVAL;
+	errno = 0;
+	v = strtoull(text, &end, 10);
+	if (errno)
+		return -EINVAL;
+	if (*end == '%') {
+		if (!pct_ok || end[1] || v == 0 || v > 100)
+			return -EINVAL;
+		*out = ram_bytes() / 100 * v;
+		*out &= ~(uint64_t)4095;
+		return 0;
+	}
+	switch (toupper((unsigned char)*end)) {
+	case 'K': shift = 10; end++; break;
+	case 'M': shift = 20; end++; break;
+	case 'G': shift = 30; end++; break;
+	case 'T': shift = 40; end++; break;
+	}
+	if (shift && (*end == 'B' || *end == 'b'))
+		end++;
+	if (*end)
+		return -EINVAL;
+	if (shift && v > (UINT64_MAX >> shift))
+		return -EINVAL;
+	*out = (uint64_t)v << shift;
+	return 0;
+}
+
+static int parse_int(const char *text, int64_t *out)
+{
+	long long v;
+	char *end;
+
+	errno = 0;
+	v = strtoll(text, &end, 10);
+	if (errno || end == text || *end)
+		return -EINVAL;
+	*out = v;
+	return 0;
+}
+
+static int setting_apply(const struct setting *s, struct zs_config *cfg, const char *value,
+			 const char *where, char *errbuf, size_t errlen)
+{
+	char *field = (char *)cfg + s->offset;
+	uint64_t size;
+	int64_t num;
+
+	switch (s->type) {
+	case SETTING_SIZE:
+		if (config_parse_size(value, s->pct_of_ram, &size)) {
+			snprintf(errbuf, errlen, "%s: %s: '%s' is not a size (use e.g. 512M, 4G%s)",
+				 where, s->name, value, s->pct_of_ram ? ", 25%" : "");
+			return -EINVAL;
+		}
+		if (size < (uint64_t)s->min || size > (uint64_t)s->max) {
+			snprintf(errbuf, errlen, "%s: %s: %s is out of range (%" PRId64 " to %" PRId64 ")",
+				 where, s->name, value, s->min, s->max);
+			return -EINVAL;
+		}
+		memcpy(field, &size, sizeof(size));
+		return 0;
+	case SETTING_INT:
+		if (parse_int(value, &num) || num < s->min || num > s->max) {
+			snprintf(errbuf, errlen, "%s: %s: '%s' is not a whole number from %" PRId64
+				 " to %" PRId64, where, s->name, value, s->min, s->max);
+			return -EINVAL;
+		}
+		memcpy(field, &num, sizeof(num));
+		return 0;
+	case SETTING_CODEC:
+		if (!codec_find(value)) {
+			snprintf(errbuf, errlen, "%s: %s: unknown algorithm '%s' (known: %s)",
+				 where, s->name, value, codec_names());
+			return -EINVAL;
+		}
+		snprintf(field, sizeof(cfg->algorithm), "%s", value);
+		return 0;
+	}
+	return -EINVAL;
+}
+
+int config_set(struct zs_config *cfg, const char *name, const char *value, const char *where,
+	       char *errbuf, size_t errlen)
+{
+	const struct setting *s = setting_find(name);
+
+	if (!s) {
+		snprintf(errbuf, errlen, "%s: unknown setting '%s'", where, name);
+		return -EINVAL;
+	}
+	return setting_apply(s, cfg, value, where, errbuf, errlen);
+}
+
+void config_defaults(struct zs_config *cfg)
+{
+	uint64_t half = ram_bytes() / 2;
+	char err[128];
+	size_t i;
+
+	memset(cfg, 0, sizeof(*cfg));
+	for (i = 0; i < NR_SETTINGS; i++)
+		if (settings[i].def)
+			setting_apply(&settings[i], cfg, settings[i].def, "default", err,
+				      sizeof(err));
+	/* As zram-generator: half of RAM, capped at 4 GiB. */
+	cfg->size = half < (UINT64_C(4) << 30) ? half : (UINT64_C(4) << 30);
+	cfg->size &= ~(uint64_t)4095;
+	if (!cfg->size)
+		cfg->size = UINT64_C(1) << 30;
+}
+
+/* The value of a libconfig setting as text, so that the file and mount
+ * options go through the same parser. */
+static int setting_text(const config_setting_t *cs, char *buf, size_t len)
+{
+	switch (config_setting_type(cs)) {
+	case CONFIG_TYPE_INT:
+		snprintf(buf, len, "%d", config_setting_get_int(cs));
+		return 0;
+	case CONFIG_TYPE_INT64:
+		snprintf(buf, len, "%lld", config_setting_get_int64(cs));
+		return 0;
+	case CONFIG_TYPE_STRING:
+		snprintf(buf, len, "%s", config_setting_get_string(cs));
+		return 0;
+	case CONFIG_TYPE_BOOL:
+		snprintf(buf, len, "%s", config_setting_get_bool(cs) ? "true" : "false");
+		return 0;
+	}
+	return -EINVAL;
+}
+
+static int load_group(struct zs_config *cfg, const config_setting_t *group, const char *prefix,
+		      const char *path, char *errbuf, size_t errlen)
+{
+	int i, n = config_setting_length(group);
+
+	for (i = 0; i < n; i++) {
+		const config_setting_t *cs = config_setting_get_elem(group, (unsigned int)i);
+		char name[128], where[512], value[256];
+		int err;
+
+		snprintf(name, sizeof(name), "%s%s", prefix, config_setting_name(cs));
+		snprintf(where, sizeof(where), "%s:%d", path, config_setting_source_line(cs));
+		if (config_setting_type(cs) == CONFIG_TYPE_GROUP) {
+			char sub[160];
+
+			snprintf(sub, sizeof(sub), "%s.", name);
+			err = load_group(cfg, cs, sub, path, errbuf, errlen);
+		} else if (setting_text(cs, value, sizeof(value))) {
+			snprintf(errbuf, errlen, "%s: %s: expected a number or a string", where, name);
+			err = -EINVAL;
+		} else {
+			err = config_set(cfg, name, value, where, errbuf, errlen);
+		}
+		if (err)
+			return err;
+	}
+	return 0;
+}
+
+int config_load_file(struct zs_config *cfg, const char *path, char *errbuf, size_t errlen)
+{
+	struct zs_config tmp = *cfg;
+	config_t lc;
+	int err;
+
+	config_init(&lc);
+	if (!config_read_file(&lc, path)) {
+		if (config_error_type(&lc) == CONFIG_ERR_FILE_IO) {
+			snprintf(errbuf, errlen, "%s: cannot read the file", path);
+			err = -ENOENT;
+		} else {
+			snprintf(errbuf, errlen, "%s:%d: %s", path, config_error_line(&lc),
+				 config_error_text(&lc));
+			err = -EINVAL;
+		}
+		goto out;
+	}
+	err = load_group(&tmp, config_root_setting(&lc), "", path, errbuf, errlen);
+	if (!err)
+		*cfg = tmp;
+out:
+	config_destroy(&lc);
+	return err;
+}
+
+int config_validate(const struct zs_config *cfg, char *errbuf, size_t errlen)
+{
+	const struct codec_ops *ops = codec_find(cfg->algorithm);
+
+	if (cfg->size % 4096) {
+		snprintf(errbuf, errlen, "size: %" PRIu64 " is not a multiple of 4096", cfg->size);
+		return -EINVAL;
+	}
+	if (cfg->level && (cfg->level < ops->min_level || cfg->level > ops->max_level)) {
+		snprintf(errbuf, errlen, "level: %" PRId64 " is out of range for %s (%d to %d)",
+			 cfg->level, ops->name, ops->min_level, ops->max_level);
+		return -EINVAL;
+	}
+	return 0;
+}
+
+void config_print_help(FILE *out)
+{
+	size_t i;
+
+	fprintf(out, "Settings (config file keys; also -o key=value):\n");
+	for (i = 0; i < NR_SETTINGS; i++)
+		fprintf(out, "    %-24s %s (default: %s)\n", settings[i].name, settings[i].help,
+			settings[i].def ? settings[i].def : "see text");
+}

@@ -1,0 +1,51 @@
+/* SPDX-License-Identifier: GPL-2.0-or-later */
+/*
+ * config: every setting of the daemon, described once in a table (name,
+ * type, range, default, help) from which the config file parser, the mount
+ * option parser, validation and --help all come.
+ *
+ * Precedence: built-in defaults < config file < mount options.
+ * Errors name where the value came from (file:line, or "mount option") and
+ * the key; nothing is half-applied: a failed parse leaves *cfg as it was.
+ */
+#ifndef ZSWAPFS_CONFIG_H
+#define ZSWAPFS_CONFIG_H
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdio.h>
+
+struct zs_config {
+	uint64_t size;			/* bytes of the swap file */
+	char algorithm[16];		/* codec name */
+	int64_t level;			/* 0 = the codec's default */
+	uint64_t mem_limit;		/* bytes; 0 = no limit */
+};
+
+/* Fill in the built-in defaults (size depends on the machine's RAM). */
+void config_defaults(struct zs_config *cfg);
+
+/* True when name is a setting ("size", "writeback.idle_age", ...). */
+bool config_has_key(const char *name);
+
+/*
+ * Set one setting from its text form.  `where` names the origin for the
+ * message ("mount option", "/etc/zswapfs.conf:12").  Returns 0 or -EINVAL
+ * after writing a message to errbuf.
+ */
+int config_set(struct zs_config *cfg, const char *name, const char *value,
+	       const char *where, char *errbuf, size_t errlen);
+
+/* Read a libconfig file.  Returns 0, or -EINVAL/-ENOENT with a message. */
+int config_load_file(struct zs_config *cfg, const char *path, char *errbuf, size_t errlen);
+
+/* Checks across settings (level valid for algorithm, ...). */
+int config_validate(const struct zs_config *cfg, char *errbuf, size_t errlen);
+
+/* The settings with their defaults and help, for --help. */
+void config_print_help(FILE *out);
+
+/* Parse "4G", "512M", "100K", "4096", "25%" (of RAM when pct_ok). */
+int config_parse_size(const char *text, bool pct_ok, uint64_t *out);
+
+#endif

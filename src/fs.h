@@ -1,0 +1,47 @@
+/* SPDX-License-Identifier: GPL-2.0-or-later */
+/*
+ * fs: the FUSE side.  The mount holds three files:
+ *   swap     the page store, served with FOPEN_DIRECT_IO (a page cache copy
+ *            would double the memory we exist to save);
+ *   stats    a text snapshot, made when the file is opened;
+ *   control  write-only commands (control.h).
+ * This is the only layer that turns -errno into FUSE replies.
+ *
+ * Requests are served by our own loop on a non-blocking /dev/fuse fd
+ * (receive until EAGAIN, then poll): on this class of VM it answers several
+ * times faster than libfuse's multi-threaded loop (DESIGN.md, "Speed").
+ */
+#ifndef ZSWAPFS_FS_H
+#define ZSWAPFS_FS_H
+
+#include <fuse_lowlevel.h>
+#include <stdatomic.h>
+
+#include "stats.h"
+
+struct store;
+
+struct fs {
+	struct store *store;
+	struct stats_io io;
+	struct timespec mount_time;
+	unsigned int threads;		/* request threads */
+	_Atomic int swap_opens;		/* open handles on `swap` */
+	int stop_fd;			/* eventfd: readable once a stop is requested */
+	_Atomic int stop_requested;	/* a signal asked us to stop */
+};
+
+extern const struct fuse_lowlevel_ops fs_ops;
+
+int fs_init(struct fs *fs, struct store *st, unsigned int threads);
+void fs_fini(struct fs *fs);
+
+/* Install SIGTERM/SIGINT/SIGHUP handlers that ask the loop to stop.  While
+ * `swap` is open (a loop device is attached, swap may be on it) a stop is
+ * refused with a message: ending the daemon would lose swapped-out memory. */
+int fs_install_signal_handlers(struct fs *fs);
+
+/* Serve requests until unmounted or stopped.  0 or -errno. */
+int fs_loop(struct fs *fs, struct fuse_session *se);
+
+#endif

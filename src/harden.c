@@ -1,0 +1,45 @@
+/* SPDX-License-Identifier: GPL-2.0-or-later */
+#include <errno.h>
+#include <fcntl.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/prctl.h>
+#include <unistd.h>
+
+#include "harden.h"
+#include "log.h"
+
+#ifndef PR_SET_IO_FLUSHER
+#define PR_SET_IO_FLUSHER 57
+#endif
+
+void harden_io_flusher(void)
+{
+	if (prctl(PR_SET_IO_FLUSHER, 1, 0, 0, 0))
+		log_warn("PR_SET_IO_FLUSHER: %s (needs CAP_SYS_RESOURCE); allocations "
+			 "under memory pressure may wait on I/O", strerror(errno));
+}
+
+static void oom_protect(void)
+{
+	static const char value[] = "-1000\n";
+	int fd = open("/proc/self/oom_score_adj", O_WRONLY | O_CLOEXEC);
+
+	if (fd < 0 || write(fd, value, sizeof(value) - 1) != (ssize_t)sizeof(value) - 1)
+		log_warn("oom_score_adj: %s", strerror(errno));
+	if (fd >= 0)
+		close(fd);
+}
+
+int harden_memory(void)
+{
+	int err = 0;
+
+	if (mlockall(MCL_CURRENT | MCL_FUTURE)) {
+		err = -errno;
+		log_warn("mlockall: %s: the daemon's own memory may be swapped out",
+			 strerror(errno));
+	}
+	oom_protect();
+	return err;
+}

@@ -1,0 +1,278 @@
+/* SPDX-License-Identifier: GPL-2.0-or-later */
+/*
+ * zswapfs: start-up and shutdown.
+ *
+ *   zswapfs [SOURCE] MOUNTPOINT [-f] [-d] [-c CONFIG] [-o opt[,opt...]]
+ *
+ * SOURCE is what fstab's first field passes: a config file path, or a word
+ * such as "zswapfs".  Settings come from the built-in defaults, then the
+ * config file (-c, or SOURCE when it is a path), then -o options; -o options
+ * that are not settings go to FUSE (fsname, allow_other, ...).
+ */
+#include <errno.h>
+#include <getopt.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <fuse_lowlevel.h>
+
+#include "codec.h"
+#include "config.h"
+#include "fs.h"
+#include "harden.h"
+#include "log.h"
+#include "store.h"
+
+struct cmdline {
+	const char *source;
+	const char *mountpoint;
+	const char *config_file;
+	bool foreground;
+	bool debug;
+	unsigned int threads;
+	/* -o key=value pairs that are settings, applied after the file. */
+	char *settings[64];
+	int nr_settings;
+	/* everything else, for FUSE */
+	struct fuse_args fuse_args;
+};
+
+static void usage(FILE *out)
+{
+	fprintf(out,
+		"usage: zswapfs [SOURCE] MOUNTPOINT [-f] [-d] [-c CONFIG] [-o opt[,opt...]]\n"
+		"\n"
+		"Presents MOUNTPOINT/swap, a swap file whose pages are kept compressed in\n"
+		"RAM, with MOUNTPOINT/stats and MOUNTPOINT/control.\n"
+		"\n"
+		"    -f              stay in the foreground\n"
+		"    -d              foreground, with FUSE debug output\n"
+		"    -c CONFIG       read settings from CONFIG (libconfig syntax)\n"
+		"    -o key=value    a setting (overrides the config file), or a FUSE option\n"
+		"    -o threads=N    request threads (default 1)\n"
+		"    -h, --help      this text\n"
+		"    -V, --version   the version\n\n");
+	config_print_help(out);
+	fprintf(out, "\nAlgorithms: %s\n", codec_names());
+}
+
+/* Split one -o argument on commas; settings are kept for later, the rest
+ * is passed to FUSE.  Returns 0 or -EINVAL with a message. */
+static int take_options(struct cmdline *cl, const char *arg)
+{
+	char *copy = strdup(arg), *save, *opt;
+	int err = 0;
+
+	if (!copy)
+		return -ENOMEM;
+	for (opt = strtok_r(copy, ",", &save); opt; opt = strtok_r(NULL, ",", &save)) {
+		char *eq = strchr(opt, '=');
+		size_t keylen = eq ? (size_t)(eq - opt) : strlen(opt);
+		char key[128];
+
+		if (keylen >= sizeof(key))
+			keylen = sizeof(key) - 1;
+		memcpy(key, opt, keylen);
+		key[keylen] = '\0';
+		if (!strcmp(key, "threads")) {
+			char *end;
+			long n = eq ? strtol(eq + 1, &end, 10) : 0;
+
+			if (!eq || *end || n < 1 || n > 64) {
+				fprintf(stderr, "zswapfs: mount option: threads: '%s' is not a "
+					"number from 1 to 64\n", eq ? eq + 1 : "");
+				err = -EINVAL;
+				break;
+			}
+			cl->threads = (unsigned int)n;
+		} else if (config_has_key(key)) {
+			if (!eq) {
+				fprintf(stderr, "zswapfs: mount option: %s needs a value "
+					"(%s=VALUE)\n", key, key);
+				err = -EINVAL;
+				break;
+			}
+			if (cl->nr_settings == (int)(sizeof(cl->settings) / sizeof(cl->settings[0]))) {
+				fprintf(stderr, "zswapfs: too many options\n");
+				err = -EINVAL;
+				break;
+			}
+			cl->settings[cl->nr_settings++] = strdup(opt);
+		} else if (!strcmp(key, "defaults") || !strcmp(key, "auto") ||
+			   !strcmp(key, "noauto") || !strcmp(key, "nofail") ||
+			   !strncmp(key, "x-", 2) || !strncmp(key, "comment=", 8)) {
+			/* fstab words that mount.fuse3 may leave in place. */
+		} else {
+			char buf[256];
+
+			snprintf(buf, sizeof(buf), "-o%s", opt);
+			fuse_opt_add_arg(&cl->fuse_args, buf);
+		}
+	}
+	free(copy);
+	return err;
+}
+
+static int parse_cmdline(struct cmdline *cl, int argc, char **argv)
+{
+	static const struct option longopts[] = {
+		{ "help", no_argument, NULL, 'h' },
+		{ "version", no_argument, NULL, 'V' },
+		{ NULL, 0, NULL, 0 },
+	};
+	const char *nonopt[2];
+	int nr_nonopt = 0, c;
+
+	memset(cl, 0, sizeof(*cl));
+	cl->threads = 1;
+	fuse_opt_add_arg(&cl->fuse_args, argv[0]);
+	/* GNU getopt permutes: options may stand before or after the
+	 * operands, as mount.fuse3 puts them last and users anywhere. */
+	while ((c = getopt_long(argc, argv, "fdc:o:hVs", longopts, NULL)) != -1) {
+		switch (c) {
+		case 'f':
+			cl->foreground = true;
+			break;
+		case 'd':
+			cl->foreground = cl->debug = true;
+			fuse_opt_add_arg(&cl->fuse_args, "-odebug");
+			break;
+		case 's':
+			cl->threads = 1;
+			break;
+		case 'c':
+			cl->config_file = optarg;
+			break;
+		case 'o':
+			if (take_options(cl, optarg))
+				return -EINVAL;
+			break;
+		case 'h':
+			usage(stdout);
+			exit(0);
+		case 'V':
+			printf("zswapfs %s (libfuse %s)\n", PACKAGE_VERSION, fuse_pkgversion());
+			exit(0);
+		default:
+			usage(stderr);
+			return -EINVAL;
+		}
+	}
+	for (; optind < argc; optind++) {
+		if (nr_nonopt == 2) {
+			fprintf(stderr, "zswapfs: unexpected argument '%s'\n", argv[optind]);
+			return -EINVAL;
+		}
+		nonopt[nr_nonopt++] = argv[optind];
+	}
+	if (nr_nonopt == 0) {
+		fprintf(stderr, "zswapfs: no mount point given\n");
+		usage(stderr);
+		return -EINVAL;
+	}
+	cl->mountpoint = nonopt[nr_nonopt - 1];
+	if (nr_nonopt == 2)
+		cl->source = nonopt[0];
+	/* A SOURCE that names a file is the config file (fstab's first field). */
+	if (!cl->config_file && cl->source && strchr(cl->source, '/'))
+		cl->config_file = cl->source;
+	return 0;
+}
+
+static int load_settings(struct zs_config *cfg, const struct cmdline *cl)
+{
+	char err[512];
+	int i;
+
+	config_defaults(cfg);
+	if (cl->config_file && config_load_file(cfg, cl->config_file, err, sizeof(err)))
+		goto out_err;
+	for (i = 0; i < cl->nr_settings; i++) {
+		char *opt = cl->settings[i], *eq = strchr(opt, '=');
+
+		*eq = '\0';
+		if (config_set(cfg, opt, eq + 1, "mount option", err, sizeof(err)))
+			goto out_err;
+		*eq = '=';
+	}
+	if (config_validate(cfg, err, sizeof(err)))
+		goto out_err;
+	return 0;
+out_err:
+	fprintf(stderr, "zswapfs: %s\n", err);
+	return -EINVAL;
+}
+
+int main(int argc, char **argv)
+{
+	struct store_params sp;
+	struct fuse_session *se;
+	struct zs_config cfg;
+	struct cmdline cl;
+	struct store *st;
+	struct fs fs;
+	char fsname[300];
+	int err, i, ret = 1;
+
+	if (parse_cmdline(&cl, argc, argv) || load_settings(&cfg, &cl))
+		goto out_args;
+
+	snprintf(fsname, sizeof(fsname), "-ofsname=%s,subtype=zswapfs",
+		 cl.source ? cl.source : "zswapfs");
+	fuse_opt_add_arg(&cl.fuse_args, fsname);
+
+	sp.size = cfg.size;
+	sp.codec = codec_find(cfg.algorithm);
+	sp.level = (int)cfg.level;
+	sp.mem_limit = cfg.mem_limit;
+	st = store_create(&sp);
+	if (!st) {
+		fprintf(stderr, "zswapfs: cannot create the page store: %s\n", strerror(errno));
+		goto out_args;
+	}
+	err = fs_init(&fs, st, cl.threads);
+	if (err) {
+		fprintf(stderr, "zswapfs: %s\n", strerror(-err));
+		goto out_store;
+	}
+	se = fuse_session_new(&cl.fuse_args, &fs_ops, sizeof(fs_ops), &fs);
+	if (!se)	/* libfuse has said which option it did not know */
+		goto out_fs;
+	if (fs_install_signal_handlers(&fs))
+		goto out_session;
+	if (fuse_session_mount(se, cl.mountpoint))
+		goto out_session;
+	if (fuse_daemonize(cl.foreground))
+		goto out_unmount;
+	if (!cl.foreground)
+		log_to_syslog(1);
+
+	/* Before any thread exists: threads inherit the flag. */
+	harden_io_flusher();
+	harden_memory();
+	log_info("serving %s: %llu MiB, %s, mem_limit %llu MiB, %u thread(s)", cl.mountpoint,
+		 (unsigned long long)(cfg.size >> 20), cfg.algorithm,
+		 (unsigned long long)(cfg.mem_limit >> 20), fs.threads);
+
+	err = fs_loop(&fs, se);
+	if (err)
+		log_err("request loop: %s", strerror(-err));
+	else
+		ret = 0;
+
+out_unmount:
+	fuse_session_unmount(se);
+out_session:
+	fuse_session_destroy(se);
+out_fs:
+	fs_fini(&fs);
+out_store:
+	store_destroy(st);
+out_args:
+	for (i = 0; i < cl.nr_settings; i++)
+		free(cl.settings[i]);
+	fuse_opt_free_args(&cl.fuse_args);
+	return ret;
+}

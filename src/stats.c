@@ -1,0 +1,137 @@
+/* SPDX-License-Identifier: GPL-2.0-or-later */
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <unistd.h>
+
+#include "arena.h"
+#include "codec.h"
+#include "stats.h"
+#include "store.h"
+
+void stats_io_account(struct stats_io *io, enum stats_req kind, uint64_t bytes, uint64_t ns,
+		      int err)
+{
+	uint64_t max = atomic_load_explicit(&io->ns_max[kind], memory_order_relaxed);
+
+	atomic_fetch_add_explicit(&io->reqs[kind], 1, memory_order_relaxed);
+	atomic_fetch_add_explicit(&io->bytes[kind], bytes, memory_order_relaxed);
+	atomic_fetch_add_explicit(&io->ns_total[kind], ns, memory_order_relaxed);
+	while (ns > max && !atomic_compare_exchange_weak_explicit(&io->ns_max[kind], &max, ns,
+								  memory_order_relaxed,
+								  memory_order_relaxed))
+		;
+	if (err)
+		atomic_fetch_add_explicit(&io->errors[kind], 1, memory_order_relaxed);
+}
+
+uint64_t stats_rss_bytes(void)
+{
+	unsigned long size, resident = 0;
+	FILE *f = fopen("/proc/self/statm", "re");
+
+	if (!f)
+		return 0;
+	if (fscanf(f, "%lu %lu", &size, &resident) != 2)
+		resident = 0;
+	fclose(f);
+	return (uint64_t)resident * (uint64_t)sysconf(_SC_PAGESIZE);
+}
+
+static const char *const req_names[STATS_REQ_COUNT] = { "read", "write", "discard" };
+
+/* Appends to a growing buffer; on overflow the text is cut, never overrun. */
+struct text {
+	char *buf;
+	size_t len, cap;
+};
+
+static void put(struct text *t, const char *key, uint64_t value)
+{
+	int n;
+
+	if (t->len >= t->cap)
+		return;
+	n = snprintf(t->buf + t->len, t->cap - t->len, "%s %" PRIu64 "\n", key, value);
+	if (n > 0)
+		t->len += (size_t)n < t->cap - t->len ? (size_t)n : t->cap - t->len - 1;
+}
+
+char *stats_snapshot(struct store *st, const struct stats_io *io, size_t *len)
+{
+	struct arena_class_stats cls[ARENA_NR_CLASSES];
+	struct store_counters c;
+	struct arena_stats as;
+	struct text t = { .cap = 65536 };
+	uint64_t frag_bytes = 0;
+	char key[64];
+	unsigned int i;
+
+	t.buf = malloc(t.cap);
+	if (!t.buf)
+		return NULL;
+	/* Store counters first, then the arena: the arena can only have more
+	 * pages than the objects counted need, never fewer. */
+	store_get_counters(st, &c);
+	arena_get_stats(store_arena(st), &as);
+	arena_get_class_stats(store_arena(st), cls);
+
+	put(&t, "orig_data_size", c.pages_stored * STORE_PAGE_SIZE);
+	put(&t, "compr_data_size", c.compr_data_size);
+	put(&t, "mem_used_total", as.pages_used * ARENA_PAGE_SIZE);
+	put(&t, "mem_limit", as.limit_bytes);
+	put(&t, "mem_used_max", as.pages_max * ARENA_PAGE_SIZE);
+	put(&t, "same_pages", c.same_pages);
+	put(&t, "pages_compacted", as.pages_compacted);
+	put(&t, "huge_pages", c.huge_pages);
+	put(&t, "failed_reads", c.failed_reads);
+	put(&t, "failed_writes", c.failed_writes);
+	put(&t, "invalid_io", c.invalid_io);
+	put(&t, "notify_free", c.notify_free);
+	put(&t, "bd_count", 0);
+	put(&t, "bd_reads", 0);
+	put(&t, "bd_writes", 0);
+	t.len += (size_t)snprintf(t.buf + t.len, t.cap - t.len, "algorithm %s\n",
+				  store_codec(st)->name);
+	put(&t, "disksize", store_size(st));
+	put(&t, "pages_stored", c.pages_stored);
+	put(&t, "num_reads", c.pages_read);
+	put(&t, "num_writes", c.pages_written);
+	for (i = 0; i < CODEC_COUNT; i++) {
+		snprintf(key, sizeof(key), "pages_%s", codec_by_id(i)->name);
+		put(&t, key, c.codec_pages[i]);
+	}
+	put(&t, "rss_bytes", stats_rss_bytes());
+	put(&t, "arena_mapped_bytes", as.pages_mapped * ARENA_PAGE_SIZE);
+	for (i = 0; i < STATS_REQ_COUNT; i++) {
+		uint64_t n = atomic_load_explicit(&io->reqs[i], memory_order_relaxed);
+		uint64_t ns = atomic_load_explicit(&io->ns_total[i], memory_order_relaxed);
+
+		snprintf(key, sizeof(key), "%s_reqs", req_names[i]);
+		put(&t, key, n);
+		snprintf(key, sizeof(key), "%s_bytes", req_names[i]);
+		put(&t, key, atomic_load_explicit(&io->bytes[i], memory_order_relaxed));
+		snprintf(key, sizeof(key), "%s_errors", req_names[i]);
+		put(&t, key, atomic_load_explicit(&io->errors[i], memory_order_relaxed));
+		snprintf(key, sizeof(key), "%s_latency_avg_ns", req_names[i]);
+		put(&t, key, n ? ns / n : 0);
+		snprintf(key, sizeof(key), "%s_latency_max_ns", req_names[i]);
+		put(&t, key, atomic_load_explicit(&io->ns_max[i], memory_order_relaxed));
+	}
+	/* Fragmentation: places allocated in spans but holding no object. */
+	for (i = 0; i < ARENA_NR_CLASSES; i++)
+		frag_bytes += (cls[i].objs_capacity - cls[i].objs_used) * cls[i].size;
+	put(&t, "frag_bytes", frag_bytes);
+	for (i = 0; i < ARENA_NR_CLASSES; i++) {
+		if (!cls[i].spans)
+			continue;
+		snprintf(key, sizeof(key), "class_%u_objs", cls[i].size);
+		put(&t, key, cls[i].objs_used);
+		snprintf(key, sizeof(key), "class_%u_capacity", cls[i].size);
+		put(&t, key, cls[i].objs_capacity);
+		snprintf(key, sizeof(key), "class_%u_pages", cls[i].size);
+		put(&t, key, cls[i].spans * cls[i].pages_per_span);
+	}
+	*len = t.len;
+	return t.buf;
+}

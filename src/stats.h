@@ -1,0 +1,46 @@
+/* SPDX-License-Identifier: GPL-2.0-or-later */
+/*
+ * stats: the request counters of the FUSE layer, and the text of the
+ * `stats` file: one `key value` line each, zram's names and meanings where
+ * zram has the figure (sizes in bytes, counts in pages), new keys only ever
+ * added.  The text is made once when the file is opened, so every read of
+ * one open file sees the same snapshot.
+ */
+#ifndef ZSWAPFS_STATS_H
+#define ZSWAPFS_STATS_H
+
+#include <stdatomic.h>
+#include <stddef.h>
+#include <stdint.h>
+
+struct store;
+
+enum stats_req {
+	STATS_REQ_READ,
+	STATS_REQ_WRITE,
+	STATS_REQ_DISCARD,
+	STATS_REQ_COUNT
+};
+
+/* Request counters; updated with relaxed atomics by the request threads. */
+struct stats_io {
+	_Atomic uint64_t reqs[STATS_REQ_COUNT];
+	_Atomic uint64_t bytes[STATS_REQ_COUNT];
+	_Atomic uint64_t ns_total[STATS_REQ_COUNT];	/* time spent serving them */
+	_Atomic uint64_t ns_max[STATS_REQ_COUNT];
+	_Atomic uint64_t errors[STATS_REQ_COUNT];
+};
+
+void stats_io_account(struct stats_io *io, enum stats_req kind, uint64_t bytes, uint64_t ns,
+		      int err);
+
+/*
+ * Write the stats text into a new malloc'ed buffer; *len receives its
+ * length.  Returns NULL on allocation failure.
+ */
+char *stats_snapshot(struct store *st, const struct stats_io *io, size_t *len);
+
+/* The daemon's resident memory, in bytes, from /proc/self/statm. */
+uint64_t stats_rss_bytes(void);
+
+#endif

@@ -1,0 +1,549 @@
+/* SPDX-License-Identifier: GPL-2.0-or-later */
+/*
+ * The page store; see store.h for the contract and the lock order.
+ *
+ * A write of one full page reads top to bottom as zram's does: same-filled
+ * check, compress, huge fallback, allocate, swap the slot under its lock,
+ * free the old object, count.
+ */
+#include <errno.h>
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/types.h>
+#include <time.h>
+
+#include "store.h"
+
+/* Slot states.  The state and the codec fit in one byte each so that the
+ * slot stays at 16 bytes. */
+enum slot_state {
+	SLOT_EMPTY = 0,		/* never written or discarded: reads as zeros */
+	SLOT_SAME,		/* every word is slot->loc */
+	SLOT_ARENA,		/* arena object of slot->size bytes at handle slot->loc */
+};
+
+enum slot_flags {
+	SLOT_HUGE = 1 << 0,	/* stored raw: did not compress below STORE_HUGE_SIZE */
+};
+
+struct slot {
+	uint64_t loc;		/* arena handle, or the fill word of a same page */
+	uint16_t size;		/* bytes in the arena (STORE_PAGE_SIZE when huge) */
+	uint8_t state;
+	uint8_t flags : 4;
+	uint8_t codec : 4;	/* enum codec_id that compressed the object */
+	uint32_t atime;		/* seconds since the store was created */
+};
+_Static_assert(sizeof(struct slot) == 16, "a slot must stay 16 bytes");
+
+/* Slots are locked by stripes: a mutex per slot would triple the table. */
+#define STORE_LOCK_STRIPES	1024u
+
+struct store {
+	uint64_t size;
+	uint64_t nr_pages;
+	const struct codec_ops *codec;
+	int level;
+	struct arena *arena;
+	struct slot *slots;			/* nr_pages entries; mmap'ed */
+	size_t slots_bytes;
+	struct timespec epoch;
+	pthread_mutex_t slot_locks[STORE_LOCK_STRIPES];
+
+	pthread_mutex_t counters_lock;		/* leaf lock */
+	struct store_counters counters;		/* protected by counters_lock */
+};
+
+static pthread_mutex_t *slot_lock(struct store *st, uint64_t idx)
+{
+	return &st->slot_locks[idx % STORE_LOCK_STRIPES];
+}
+
+static uint32_t store_now(const struct store *st)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC_COARSE, &ts);
+	return (uint32_t)(ts.tv_sec - st->epoch.tv_sec);
+}
+
+struct store *store_create(const struct store_params *p)
+{
+	struct store *st;
+	unsigned int i;
+
+	if (!p->codec || p->size == 0 || p->size % STORE_PAGE_SIZE) {
+		errno = EINVAL;
+		return NULL;
+	}
+	st = calloc(1, sizeof(*st));
+	if (!st)
+		return NULL;
+	st->size = p->size;
+	st->nr_pages = p->size >> STORE_PAGE_SHIFT;
+	st->codec = p->codec;
+	st->level = p->level;
+	clock_gettime(CLOCK_MONOTONIC_COARSE, &st->epoch);
+
+	/* An anonymous mapping reads as zeros: every slot starts SLOT_EMPTY. */
+	st->slots_bytes = st->nr_pages * sizeof(struct slot);
+	st->slots = mmap(NULL, st->slots_bytes, PROT_READ | PROT_WRITE,
+			 MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+	if (st->slots == MAP_FAILED)
+		goto out_free;
+	st->arena = arena_create(p->mem_limit);
+	if (!st->arena)
+		goto out_unmap;
+	for (i = 0; i < STORE_LOCK_STRIPES; i++)
+		pthread_mutex_init(&st->slot_locks[i], NULL);
+	pthread_mutex_init(&st->counters_lock, NULL);
+	return st;
+
+out_unmap:
+	munmap(st->slots, st->slots_bytes);
+out_free:
+	free(st);
+	return NULL;
+}
+
+void store_destroy(struct store *st)
+{
+	unsigned int i;
+
+	if (!st)
+		return;
+	arena_destroy(st->arena);
+	munmap(st->slots, st->slots_bytes);
+	for (i = 0; i < STORE_LOCK_STRIPES; i++)
+		pthread_mutex_destroy(&st->slot_locks[i]);
+	pthread_mutex_destroy(&st->counters_lock);
+	free(st);
+}
+
+int store_worker_init(struct store_worker *w, const struct store *st)
+{
+	unsigned int id;
+	int err;
+
+	memset(w, 0, sizeof(*w));
+	/* Every codec, not only the configured one: a page keeps the codec that
+	 * stored it, and reads must never allocate. */
+	for (id = 0; id < CODEC_COUNT; id++) {
+		const struct codec_ops *ops = codec_by_id(id);
+
+		err = codec_ctx_init(&w->ctx[id], ops, ops == st->codec ? st->level : 0);
+		if (err) {
+			while (id--)
+				codec_ctx_fini(&w->ctx[id]);
+			return err;
+		}
+	}
+	return 0;
+}
+
+void store_worker_fini(struct store_worker *w)
+{
+	unsigned int id;
+
+	for (id = 0; id < CODEC_COUNT; id++)
+		codec_ctx_fini(&w->ctx[id]);
+}
+
+uint64_t store_size(const struct store *st)
+{
+	return st->size;
+}
+
+const struct codec_ops *store_codec(const struct store *st)
+{
+	return st->codec;
+}
+
+struct arena *store_arena(struct store *st)
+{
+	return st->arena;
+}
+
+/* ---- counters -------------------------------------------------------- */
+
+/* Account for slot `old` being replaced by slot `new` in one step, so that a
+ * stats snapshot never sees a page counted twice or not at all. */
+static void count_replace(struct store *st, const struct slot *old, const struct slot *new)
+{
+	struct store_counters *c = &st->counters;
+
+	pthread_mutex_lock(&st->counters_lock);
+	if (old->state != SLOT_EMPTY) {
+		c->pages_stored--;
+		if (old->state == SLOT_SAME) {
+			c->same_pages--;
+		} else {
+			c->compr_data_size -= old->size;
+			c->codec_pages[old->codec]--;
+			if (old->flags & SLOT_HUGE)
+				c->huge_pages--;
+		}
+	}
+	if (new->state != SLOT_EMPTY) {
+		c->pages_stored++;
+		if (new->state == SLOT_SAME) {
+			c->same_pages++;
+		} else {
+			c->compr_data_size += new->size;
+			c->codec_pages[new->codec]++;
+			if (new->flags & SLOT_HUGE)
+				c->huge_pages++;
+		}
+	}
+	pthread_mutex_unlock(&st->counters_lock);
+}
+
+/* Counter bumps outside count_replace: one field, by n. */
+static void count_add(struct store *st, uint64_t *field, uint64_t n)
+{
+	pthread_mutex_lock(&st->counters_lock);
+	*field += n;
+	pthread_mutex_unlock(&st->counters_lock);
+}
+
+void store_get_counters(struct store *st, struct store_counters *c)
+{
+	pthread_mutex_lock(&st->counters_lock);
+	*c = st->counters;
+	pthread_mutex_unlock(&st->counters_lock);
+}
+
+/* ---- one page ---------------------------------------------------------- */
+
+static bool page_same_filled(const void *page, uint64_t *fill)
+{
+	const uint64_t *w = page;
+	uint64_t v = w[0];
+	size_t i;
+
+	/* Compare the last word first: most pages that are not same-filled
+	 * differ there, and the loop is then never entered. */
+	if (w[STORE_PAGE_SIZE / 8 - 1] != v)
+		return false;
+	for (i = 1; i < STORE_PAGE_SIZE / 8 - 1; i++)
+		if (w[i] != v)
+			return false;
+	*fill = v;
+	return true;
+}
+
+static void fill_page(void *page, uint64_t fill)
+{
+	uint64_t *w = page;
+	size_t i;
+
+	if (fill == 0) {
+		memset(page, 0, STORE_PAGE_SIZE);
+		return;
+	}
+	for (i = 0; i < STORE_PAGE_SIZE / 8; i++)
+		w[i] = fill;
+}
+
+/*
+ * Turn a page into a slot ready to be swapped in: nothing is shared with
+ * other threads until then, so no lock is needed.  On failure nothing is
+ * allocated.
+ */
+static int page_prepare(struct store *st, struct store_worker *w, uint64_t idx,
+			const void *page, struct slot *out)
+{
+	const void *data = page;
+	uint64_t handle;
+	int clen, err;
+
+	memset(out, 0, sizeof(*out));
+	out->atime = store_now(st);
+	if (page_same_filled(page, &out->loc)) {
+		out->state = SLOT_SAME;
+		return 0;
+	}
+
+	clen = codec_compress(&w->ctx[st->codec->id], page, STORE_PAGE_SIZE, w->cbuf,
+			      STORE_HUGE_SIZE);
+	if (clen > 0 && (unsigned int)clen <= STORE_HUGE_SIZE) {
+		data = w->cbuf;
+		out->codec = st->codec->id;
+	} else {
+		/* -E2BIG: did not fit below the huge size; store it raw. */
+		clen = STORE_PAGE_SIZE;
+		out->flags |= SLOT_HUGE;
+		out->codec = st->codec->id;
+	}
+
+	err = arena_alloc(st->arena, (size_t)clen, (uint32_t)idx, &handle);
+	if (err)
+		return err;
+	memcpy(arena_map(st->arena, handle), data, (size_t)clen);
+	out->state = SLOT_ARENA;
+	out->loc = handle;
+	out->size = (uint16_t)clen;
+	return 0;
+}
+
+/* Free what a slot that is no longer in the table held. */
+static void slot_release(struct store *st, const struct slot *s)
+{
+	if (s->state == SLOT_ARENA)
+		arena_free(st->arena, s->loc);
+}
+
+/* Install a prepared slot; the caller holds the slot lock.  Returns the
+ * slot it replaced, which the caller releases after unlocking. */
+static struct slot slot_swap_locked(struct store *st, uint64_t idx, const struct slot *new)
+{
+	struct slot old = st->slots[idx];
+
+	st->slots[idx] = *new;
+	count_replace(st, &old, new);
+	return old;
+}
+
+/* Decompress a slot into page; the caller holds the slot lock. */
+static int slot_load_locked(struct store *st, struct store_worker *w, uint64_t idx,
+			    void *page)
+{
+	struct slot *s = &st->slots[idx];
+	const void *obj;
+
+	switch (s->state) {
+	case SLOT_EMPTY:
+		memset(page, 0, STORE_PAGE_SIZE);
+		return 0;
+	case SLOT_SAME:
+		fill_page(page, s->loc);
+		return 0;
+	case SLOT_ARENA:
+		obj = arena_map(st->arena, s->loc);
+		if (s->flags & SLOT_HUGE) {
+			memcpy(page, obj, STORE_PAGE_SIZE);
+			return 0;
+		}
+		if (s->codec >= CODEC_COUNT)
+			return -EIO;
+		if (codec_decompress(&w->ctx[s->codec], obj, s->size, page, STORE_PAGE_SIZE))
+			return -EIO;
+		return 0;
+	}
+	return -EIO;
+}
+
+static int page_read(struct store *st, struct store_worker *w, uint64_t idx, void *page)
+{
+	pthread_mutex_t *lock = slot_lock(st, idx);
+	int err;
+
+	pthread_mutex_lock(lock);
+	err = slot_load_locked(st, w, idx, page);
+	if (st->slots[idx].state != SLOT_EMPTY)
+		st->slots[idx].atime = store_now(st);
+	pthread_mutex_unlock(lock);
+	if (err)
+		count_add(st, &st->counters.failed_reads, 1);
+	return err;
+}
+
+static int page_write(struct store *st, struct store_worker *w, uint64_t idx, const void *page)
+{
+	pthread_mutex_t *lock = slot_lock(st, idx);
+	struct slot new, old;
+	int err;
+
+	err = page_prepare(st, w, idx, page, &new);
+	if (err)
+		return err;
+	pthread_mutex_lock(lock);
+	old = slot_swap_locked(st, idx, &new);
+	pthread_mutex_unlock(lock);
+	slot_release(st, &old);
+	return 0;
+}
+
+/*
+ * Write part of a page: read, patch, write back, all under the slot lock so
+ * that a concurrent partial write to the same page is not lost.  With
+ * data == NULL the part is zeroed (discard).
+ */
+static int page_patch(struct store *st, struct store_worker *w, uint64_t idx,
+		      size_t in_page, const void *data, size_t len)
+{
+	pthread_mutex_t *lock = slot_lock(st, idx);
+	struct slot new, old;
+	int err;
+
+	pthread_mutex_lock(lock);
+	err = slot_load_locked(st, w, idx, w->pbuf);
+	if (err) {
+		pthread_mutex_unlock(lock);
+		count_add(st, &st->counters.failed_reads, 1);
+		return err;
+	}
+	if (data)
+		memcpy(w->pbuf + in_page, data, len);
+	else
+		memset(w->pbuf + in_page, 0, len);
+	err = page_prepare(st, w, idx, w->pbuf, &new);
+	if (err) {
+		pthread_mutex_unlock(lock);
+		return err;
+	}
+	if (!data && new.state == SLOT_SAME && new.loc == 0)
+		new.state = SLOT_EMPTY;		/* a page zeroed by discard is free */
+	old = slot_swap_locked(st, idx, &new);
+	pthread_mutex_unlock(lock);
+	slot_release(st, &old);
+	return 0;
+}
+
+/* ---- ranges ------------------------------------------------------------ */
+
+ssize_t store_read(struct store *st, struct store_worker *w, uint64_t off, void *buf,
+		   size_t len)
+{
+	unsigned char *dst = buf;
+	size_t done = 0;
+	int err;
+
+	if (off >= st->size)
+		return 0;
+	if (len > st->size - off)
+		len = st->size - off;
+
+	while (done < len) {
+		uint64_t pos = off + done;
+		uint64_t idx = pos >> STORE_PAGE_SHIFT;
+		size_t in_page = pos & (STORE_PAGE_SIZE - 1);
+		size_t n = STORE_PAGE_SIZE - in_page;
+
+		if (n > len - done)
+			n = len - done;
+		if (n == STORE_PAGE_SIZE) {
+			err = page_read(st, w, idx, dst + done);
+		} else {
+			err = page_read(st, w, idx, w->pbuf);
+			if (!err)
+				memcpy(dst + done, w->pbuf + in_page, n);
+		}
+		if (err)
+			return err;
+		done += n;
+	}
+	count_add(st, &st->counters.pages_read, (len + STORE_PAGE_SIZE - 1) >> STORE_PAGE_SHIFT);
+	return (ssize_t)len;
+}
+
+static bool range_outside(const struct store *st, uint64_t off, uint64_t len)
+{
+	return off > st->size || len > st->size - off;
+}
+
+int store_write(struct store *st, struct store_worker *w, uint64_t off, const void *buf,
+		size_t len)
+{
+	const unsigned char *src = buf;
+	size_t done = 0;
+	int err = 0;
+
+	if (range_outside(st, off, len)) {
+		count_add(st, &st->counters.invalid_io, 1);
+		return -EFBIG;
+	}
+	while (done < len) {
+		uint64_t pos = off + done;
+		uint64_t idx = pos >> STORE_PAGE_SHIFT;
+		size_t in_page = pos & (STORE_PAGE_SIZE - 1);
+		size_t n = STORE_PAGE_SIZE - in_page;
+
+		if (n > len - done)
+			n = len - done;
+		if (n == STORE_PAGE_SIZE)
+			err = page_write(st, w, idx, src + done);
+		else
+			err = page_patch(st, w, idx, in_page, src + done, n);
+		if (err)
+			break;
+		done += n;
+	}
+	count_add(st, &st->counters.pages_written, (done + STORE_PAGE_SIZE - 1) >> STORE_PAGE_SHIFT);
+	if (err && err != -EIO)
+		count_add(st, &st->counters.failed_writes, 1);
+	return err;
+}
+
+static void page_discard(struct store *st, uint64_t idx)
+{
+	pthread_mutex_t *lock = slot_lock(st, idx);
+	static const struct slot empty;
+	struct slot old;
+
+	pthread_mutex_lock(lock);
+	old = slot_swap_locked(st, idx, &empty);
+	pthread_mutex_unlock(lock);
+	slot_release(st, &old);
+	if (old.state != SLOT_EMPTY)
+		count_add(st, &st->counters.notify_free, 1);
+}
+
+int store_discard(struct store *st, struct store_worker *w, uint64_t off, uint64_t len)
+{
+	uint64_t done = 0;
+	int err;
+
+	if (range_outside(st, off, len)) {
+		count_add(st, &st->counters.invalid_io, 1);
+		return -EFBIG;
+	}
+	while (done < len) {
+		uint64_t pos = off + done;
+		uint64_t idx = pos >> STORE_PAGE_SHIFT;
+		size_t in_page = pos & (STORE_PAGE_SIZE - 1);
+		uint64_t n = STORE_PAGE_SIZE - in_page;
+
+		if (n > len - done)
+			n = len - done;
+		if (n == STORE_PAGE_SIZE) {
+			page_discard(st, idx);
+		} else {
+			err = page_patch(st, w, idx, in_page, NULL, (size_t)n);
+			if (err)
+				return err;
+		}
+		done += n;
+	}
+	return 0;
+}
+
+/* ---- compaction -------------------------------------------------------- */
+
+/* Called by arena_compact with a class lock held: only try-lock (see the
+ * lock order in store.h). */
+static int store_migrate(void *cookie, uint32_t owner, uint64_t old_handle, const void *old,
+			 uint64_t new_handle, void *new, size_t size)
+{
+	struct store *st = cookie;
+	pthread_mutex_t *lock = slot_lock(st, owner);
+	struct slot *s = &st->slots[owner];
+	int ret = -EAGAIN;
+
+	if (owner >= st->nr_pages || pthread_mutex_trylock(lock))
+		return -EAGAIN;
+	if (s->state == SLOT_ARENA && s->loc == old_handle) {
+		memcpy(new, old, size);
+		s->loc = new_handle;
+		ret = 0;
+	}
+	pthread_mutex_unlock(lock);
+	return ret;
+}
+
+uint64_t store_compact(struct store *st)
+{
+	return arena_compact(st->arena, store_migrate, st);
+}

@@ -1,0 +1,110 @@
+/* SPDX-License-Identifier: GPL-2.0-or-later */
+/*
+ * store: the page store behind the swap file.
+ *
+ * The file is cut into 4 KiB pages; each page has one 16-byte slot in a flat
+ * table allocated at start.  A slot is empty (reads as zeros), same-filled
+ * (the fill word is kept in the slot, nothing is allocated), or points to an
+ * object in the arena holding the page compressed, or raw when compression
+ * does not get it below STORE_HUGE_SIZE ("huge" pages, as zram calls them).
+ *
+ * Reads and writes take any offset and length inside the file; whole pages
+ * are the fast path.  A full-page write compresses into the calling
+ * worker's buffer with no lock held, stores the result in the arena, and only
+ * then takes the slot lock to swap the new object in: a reader never waits
+ * behind a compression.  Partial pages are read, patched and written back
+ * under the slot lock, so two partial writes to one page cannot lose each
+ * other's bytes; swap never issues them, so their cost does not matter.
+ *
+ * Lock order: slot lock (striped mutexes) -> arena class lock -> arena page
+ * lock; store->counters_lock is a leaf.  arena_compact calls back into the
+ * store with a class lock held and therefore only try-locks slots.
+ */
+#ifndef ZSWAPFS_STORE_H
+#define ZSWAPFS_STORE_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#include "arena.h"
+#include "codec.h"
+
+#define STORE_PAGE_SIZE		4096u
+#define STORE_PAGE_SHIFT	12
+/* Pages that do not compress below this are stored raw: decompressing them
+ * would cost time and save less than a quarter of a page. */
+#define STORE_HUGE_SIZE		3072u
+
+struct store_params {
+	uint64_t size;			/* bytes; a multiple of STORE_PAGE_SIZE */
+	const struct codec_ops *codec;
+	int level;			/* 0 = the codec's default */
+	uint64_t mem_limit;		/* arena bytes; 0 = no limit */
+};
+
+/* Per-thread state: codec contexts and page buffers.  Never shared. */
+struct store_worker {
+	struct codec_ctx ctx[CODEC_COUNT];
+	unsigned char cbuf[STORE_PAGE_SIZE];	/* compressed output */
+	unsigned char pbuf[STORE_PAGE_SIZE];	/* partial-page scratch */
+};
+
+/* The figures of the stats file that the store keeps (zram's meanings). */
+struct store_counters {
+	uint64_t pages_stored;		/* slots not empty, same-filled included */
+	uint64_t compr_data_size;	/* bytes of compressed (or raw) objects */
+	uint64_t same_pages;
+	uint64_t huge_pages;
+	uint64_t codec_pages[CODEC_COUNT];
+	uint64_t failed_reads;
+	uint64_t failed_writes;
+	uint64_t invalid_io;		/* requests past the end of the file */
+	uint64_t notify_free;		/* pages freed by discard */
+	uint64_t pages_read;
+	uint64_t pages_written;
+};
+
+struct store;
+
+/* Returns NULL with errno set. */
+struct store *store_create(const struct store_params *p);
+void store_destroy(struct store *st);
+
+int store_worker_init(struct store_worker *w, const struct store *st);
+void store_worker_fini(struct store_worker *w);
+
+uint64_t store_size(const struct store *st);
+const struct codec_ops *store_codec(const struct store *st);
+struct arena *store_arena(struct store *st);
+
+/*
+ * Read len bytes at off into buf.  Returns the number of bytes read (short
+ * at the end of the file, 0 at or past it), or -EIO when a stored page
+ * cannot be decompressed (counted in failed_reads).
+ */
+ssize_t store_read(struct store *st, struct store_worker *w, uint64_t off, void *buf,
+		   size_t len);
+/*
+ * Write len bytes at off.  Returns 0, -EFBIG when the range passes the end
+ * of the file (nothing is written), -ENOSPC when mem_limit is reached or
+ * -ENOMEM (both counted in failed_writes).  On failure, pages of the request
+ * already written keep their new contents and every other page keeps its old
+ * one: a failed write never harms a stored page.
+ */
+int store_write(struct store *st, struct store_worker *w, uint64_t off, const void *buf,
+		size_t len);
+/*
+ * Discard (punch a hole in) len bytes at off: whole pages are freed, partial
+ * pages at the edges are zeroed.  Returns 0, -EFBIG past the end, or an error
+ * from zeroing a partial page.
+ */
+int store_discard(struct store *st, struct store_worker *w, uint64_t off, uint64_t len);
+
+/* Compact the arena.  Returns pages given back. */
+uint64_t store_compact(struct store *st);
+
+void store_get_counters(struct store *st, struct store_counters *c);
+
+#endif
