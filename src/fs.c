@@ -53,6 +53,8 @@ struct fs_thread {
 
 static __thread struct fs_thread *current_thread;
 
+static void wake_loop(struct fs *fs);
+
 static struct fs *req_fs(fuse_req_t req)
 {
 	return fuse_req_userdata(req);
@@ -241,7 +243,8 @@ static void fs_release(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi
 	struct fs *fs = req_fs(req);
 
 	if (ino == INO_SWAP) {
-		atomic_fetch_sub(&fs->swap_opens, 1);
+		if (atomic_fetch_sub(&fs->swap_opens, 1) == 1 && atomic_load(&fs->stop_requested))
+			wake_loop(fs);
 	} else if (ino == INO_STATS) {
 		struct stats_handle *sh = (struct stats_handle *)(uintptr_t)fi->fh;
 
@@ -427,22 +430,31 @@ int fs_install_signal_handlers(struct fs *fs)
 /*
  * A stop was asked for.  While `swap` is open, a loop device (and maybe
  * swap) sits on us: exiting would take swapped-out memory with us, so the
- * request is refused and the loop goes on.  Returns true when the loop
- * should end.
+ * stop waits until the last handle is released (fs_release wakes us then).
+ * Returns true when the loop should end.
  */
 static bool stop_allowed(struct fs *fs)
 {
+	static _Atomic bool said;
 	uint64_t v;
 	ssize_t r;
 
 	if (atomic_load(&fs->swap_opens) == 0)
 		return true;
-	log_warn("refusing to stop: the swap file is still open (swapoff and detach its "
-		 "loop device first)");
-	atomic_store(&fs->stop_requested, 0);
+	if (!atomic_exchange(&said, true))
+		log_warn("the swap file is still open: stopping once it is closed "
+			 "(swapoff and detach its loop device)");
 	r = read(fs->stop_fd, &v, sizeof(v));	/* rearm */
 	(void)r;
 	return false;
+}
+
+static void wake_loop(struct fs *fs)
+{
+	uint64_t one = 1;
+	ssize_t r = write(fs->stop_fd, &one, sizeof(one));
+
+	(void)r;
 }
 
 static void *loop_thread(void *arg)
@@ -477,11 +489,7 @@ static void *loop_thread(void *arg)
 	}
 	/* Wake the other threads: their poll sees stop_fd readable. */
 	fuse_session_exit(t->se);
-	{
-		uint64_t one = 1;
-		ssize_t r = write(t->fs->stop_fd, &one, sizeof(one));
-		(void)r;
-	}
+	wake_loop(t->fs);
 	free(buf.mem);
 	return NULL;
 }

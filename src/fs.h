@@ -38,7 +38,8 @@ void fs_fini(struct fs *fs);
 
 /* Install SIGTERM/SIGINT/SIGHUP handlers that ask the loop to stop.  While
  * `swap` is open (a loop device is attached, swap may be on it) a stop is
- * refused with a message: ending the daemon would lose swapped-out memory. */
+ * deferred until the
+ * file is closed: ending the daemon would lose swapped-out memory. */
 int fs_install_signal_handlers(struct fs *fs);
 
 /* Serve requests until unmounted or stopped.  0 or -errno. */

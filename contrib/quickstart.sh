@@ -1,0 +1,46 @@
+#!/bin/sh
+# SPDX-License-Identifier: GPL-2.0-or-later
+#
+# One command from a fresh Debian 12 machine to compressed swap:
+# install what is needed, build, mount zswapfs with its built-in defaults,
+# attach the swap file through a loop device with direct I/O, mkswap,
+# swapon --discard, and print the stats.
+#
+#   sudo contrib/quickstart.sh [MOUNTPOINT]        (default /run/zswapfs)
+#   sudo contrib/quickstart.sh --down [MOUNTPOINT] (swapoff, detach, unmount)
+set -eu
+top=$(cd "$(dirname "$0")/.." && pwd)
+
+if [ "${1:-}" = "--down" ]; then
+	mnt=${2:-/run/zswapfs}
+	dev=$(losetup -j "$mnt/swap" -O NAME -n 2>/dev/null | head -n1)
+	if [ -n "$dev" ]; then
+		swapoff "$dev" 2>/dev/null || true
+		losetup -d "$dev"
+	fi
+	umount "$mnt"
+	echo "zswapfs at $mnt stopped"
+	exit 0
+fi
+
+mnt=${1:-/run/zswapfs}
+[ "$(id -u)" = 0 ] || { echo "quickstart: run as root" >&2; exit 1; }
+if grep -q " $mnt fuse.zswapfs " /proc/mounts; then
+	echo "quickstart: zswapfs is already mounted at $mnt" >&2
+	exit 1
+fi
+
+"$top/contrib/deps.sh" >/dev/null
+cd "$top"
+[ -x configure ] || autoreconf -fi
+[ -f Makefile ] || ./configure
+make -j"$(nproc)"
+
+mkdir -p "$mnt"
+"$top/src/zswapfs" zswapfs "$mnt"	# detaches once the mount is ready
+dev=$(losetup --find --show --direct-io=on "$mnt/swap")
+mkswap "$dev" >/dev/null
+swapon --discard "$dev"
+echo "zswapfs: $mnt/swap on $dev is swap now"
+swapon --show
+cat "$mnt/stats"
