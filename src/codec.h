@@ -50,8 +50,10 @@ struct codec_ops {
 	void (*destroy_ctx)(struct codec_ctx *ctx);
 	/*
 	 * Compress src_len bytes into dst (capacity dst_cap).  Returns the
-	 * compressed length (> 0), or -E2BIG when the result would not fit in
-	 * dst_cap (the caller then stores the page raw).
+	 * compressed length (> 0), or -E2BIG exactly when the result would not
+	 * fit in dst_cap (the caller then stores the page raw); nothing is
+	 * written past dst_cap.  Inputs larger than CODEC_PAGE_SIZE may also
+	 * fail with -ENOMEM.
 	 */
 	int (*compress)(struct codec_ctx *ctx, const void *src, size_t src_len,
 			void *dst, size_t dst_cap);
@@ -72,7 +74,9 @@ const char *codec_names(void);
 
 /*
  * Prepare ctx for ops at level (0 means the codec's default).  Returns 0,
- * -EINVAL for a level out of range, or -ENOMEM.
+ * -EINVAL for a level out of range (or a library that refuses to start), or
+ * -ENOMEM.  On failure ctx is zeroed, so codec_ctx_fini on it is harmless;
+ * codec_ctx_fini may also be called twice.
  */
 int codec_ctx_init(struct codec_ctx *ctx, const struct codec_ops *ops, int level);
 void codec_ctx_fini(struct codec_ctx *ctx);

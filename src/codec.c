@@ -1,0 +1,99 @@
+/* SPDX-License-Identifier: GPL-2.0-or-later */
+/*
+ * codec: the registry of page compressors and the context life cycle.
+ *
+ * The table is indexed by enum codec_id because the id is what a slot stores;
+ * adding a codec is one line here plus its codec_<name>.c.
+ */
+#include <errno.h>
+#include <pthread.h>
+#include <string.h>
+
+#include "codec.h"
+
+static const struct codec_ops *const codec_table[CODEC_COUNT] = {
+	[CODEC_LZ4] = &codec_lz4,
+	[CODEC_ZSTD] = &codec_zstd,
+	[CODEC_LZO] = &codec_lzo,
+};
+
+const struct codec_ops *codec_by_id(unsigned int id)
+{
+	if (id >= CODEC_COUNT)
+		return NULL;
+	return codec_table[id];
+}
+
+const struct codec_ops *codec_find(const char *name)
+{
+	unsigned int i;
+
+	if (!name)
+		return NULL;
+	for (i = 0; i < CODEC_COUNT; i++) {
+		if (codec_table[i] && strcmp(codec_table[i]->name, name) == 0)
+			return codec_table[i];
+	}
+	return NULL;
+}
+
+/* Long enough for every name plus ", " separators; checked when built. */
+static char codec_names_buf[128];
+static pthread_once_t codec_names_once = PTHREAD_ONCE_INIT;
+
+static void codec_names_build(void)
+{
+	size_t used = 0;
+	unsigned int i;
+
+	for (i = 0; i < CODEC_COUNT; i++) {
+		const char *sep = used ? ", " : "";
+		size_t need = strlen(sep) + strlen(codec_table[i]->name);
+
+		if (used + need >= sizeof(codec_names_buf))
+			break;
+		memcpy(codec_names_buf + used, sep, strlen(sep));
+		used += strlen(sep);
+		memcpy(codec_names_buf + used, codec_table[i]->name,
+		       strlen(codec_table[i]->name));
+		used += strlen(codec_table[i]->name);
+	}
+	codec_names_buf[used] = '\0';
+}
+
+const char *codec_names(void)
+{
+	/* Built from the table so that --help never forgets a codec. */
+	pthread_once(&codec_names_once, codec_names_build);
+	return codec_names_buf;
+}
+
+int codec_ctx_init(struct codec_ctx *ctx, const struct codec_ops *ops, int level)
+{
+	int ret;
+
+	memset(ctx, 0, sizeof(*ctx));
+	if (!ops)
+		return -EINVAL;
+	if (level == 0)
+		level = ops->default_level;
+	if (level < ops->min_level || level > ops->max_level)
+		return -EINVAL;
+
+	ctx->ops = ops;
+	ctx->level = level;
+	ret = ops->create_ctx(ctx);
+	if (ret) {
+		/* Leave ctx as codec_ctx_fini expects it: nothing to free. */
+		memset(ctx, 0, sizeof(*ctx));
+		return ret;
+	}
+	return 0;
+}
+
+void codec_ctx_fini(struct codec_ctx *ctx)
+{
+	if (ctx->ops)
+		ctx->ops->destroy_ctx(ctx);
+	memset(ctx, 0, sizeof(*ctx));
+}
