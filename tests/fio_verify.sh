@@ -1,0 +1,104 @@
+#!/bin/bash
+# SPDX-License-Identifier: GPL-2.0-or-later
+# shellcheck source-path=SCRIPTDIR
+#
+# fio writes checksummed blocks at random, with several request sizes and
+# queue depths at once, and reads every block back: straight on MOUNT/swap,
+# then through a loop device with direct I/O as swap uses it.  After each
+# run the daemon compacts its arena and fio verifies everything once more.
+set -eu
+. "$(dirname "$0")/lib.sh"
+
+require_fuse
+require_root
+command -v fio >/dev/null || fail "fio is not installed"
+make_tmpdir
+
+# Five jobs run at the same time, each in its own region of the 512 MiB file.
+cat >"$ZS_TMP/verify.fio" <<'EOF'
+[global]
+ioengine=libaio
+direct=1
+rw=randwrite
+verify=crc32c
+do_verify=1
+verify_fatal=1
+verify_dump=0
+fallocate=none
+invalidate=0
+exitall_on_error=1
+verify_state_save=0
+
+[4k-qd16]
+bs=4k
+iodepth=16
+offset=0
+size=32M
+
+[64k-qd8]
+bs=64k
+iodepth=8
+offset=64M
+size=64M
+
+[1m-qd4]
+bs=1M
+iodepth=4
+offset=128M
+size=128M
+
+[mixed-512-128k]
+bsrange=512-128k
+blockalign=512
+iodepth=8
+offset=256M
+size=32M
+
+[4k-2jobs]
+bs=4k
+iodepth=4
+numjobs=2
+offset=320M
+offset_increment=64M
+size=16M
+EOF
+
+# run_fio TARGET LABEL: the write+verify run, compact, the verify-only run.
+run_fio() {
+	local target=$1 label=$2 t0 mode extra
+	for mode in write verify_only; do
+		t0=$(date +%s)
+		extra=()
+		[ "$mode" = write ] || extra=(--verify_only)
+		# in ZS_TMP: fio may leave files in its working directory
+		if ! (cd "$ZS_TMP" && fio --filename="$target" --output="$ZS_TMP/fio.out" \
+			"${extra[@]}" "$ZS_TMP/verify.fio"); then
+			cat "$ZS_TMP/fio.out" >&2
+			fail "$label: fio ($mode) failed"
+		fi
+		if grep -E 'err= *[1-9]|verify: bad' "$ZS_TMP/fio.out" >&2; then
+			fail "$label: fio ($mode) reported errors"
+		fi
+		log "$label: fio $mode passed in $(($(date +%s) - t0)) s"
+		[ "$mode" = write ] || break
+		echo compact >"$ZS_MNT/control" || fail "$label: 'compact' refused"
+	done
+	zs_alive
+	for key in failed_reads failed_writes; do
+		v=$(zs_stat "$ZS_MNT" "$key")
+		[ "$v" -eq 0 ] || fail "$label: $key is $v"
+	done
+}
+
+zs_mount size=512M
+run_fio "$ZS_MNT/swap" "file"
+zs_umount
+
+zs_mount size=512M
+loop=$(losetup --find --show --direct-io=on "$ZS_MNT/swap") || fail "losetup failed"
+push_undo losetup -d "$loop"
+run_fio "$loop" "loop"
+losetup -d "$loop"
+drop_undo losetup -d "$loop"
+zs_umount
+exit 0

@@ -1,0 +1,292 @@
+# SPDX-License-Identifier: GPL-2.0-or-later
+# shellcheck shell=bash
+#
+# Helpers shared by the zswapfs integration tests.  Source it from a bash
+# script right after `set -eu`:
+#
+#	. "$(dirname "$0")/lib.sh"
+#
+# Exit codes follow automake: 0 pass, 1 fail, 77 skip.  Every piece of system
+# state a test creates (mount, daemon, loop device, swap, cgroup, zram, temp
+# dir) is registered with push_undo at the moment it is created, and undone in
+# reverse order by the EXIT trap whatever path the script takes.
+
+ZS_TEST=$(basename "$0" .sh)
+_zs_here=$(cd "$(dirname "$0")" && pwd)
+: "${top_builddir:=$_zs_here/..}"
+: "${top_srcdir:=$_zs_here/..}"
+# absolute: make passes "." and the tests run commands from other directories
+top_builddir=$(cd "$top_builddir" && pwd)
+top_srcdir=$(cd "$top_srcdir" && pwd)
+ZSWAPFS=${ZSWAPFS:-$top_builddir/src/zswapfs}
+MEMHOG=${MEMHOG:-$top_builddir/tests/memhog}
+CGROUP_V1_MEMORY=/sys/fs/cgroup/memory
+# The system interpreter, when there is one: version-manager shims in PATH
+# can take a second to start.
+if [ -z "${PYTHON-}" ]; then
+	if [ -x /usr/bin/python3 ]; then PYTHON=/usr/bin/python3; else PYTHON=python3; fi
+fi
+
+log() { printf '%s: %s\n' "$ZS_TEST" "$*" >&2; }
+fail() { log "FAIL: $*"; exit 1; }
+skip() { log "SKIP: $*"; exit 77; }
+
+# ---- clean-up registry ------------------------------------------------------
+
+_zs_undo=()
+
+# push_undo CMD [ARG...]: run CMD ARG... at exit (last pushed runs first).
+push_undo() { _zs_undo+=("$(printf '%q ' "$@")"); }
+
+# drop_undo CMD [ARG...]: forget the latest identical entry (the test undid it).
+drop_undo() {
+	local want idx=("${!_zs_undo[@]}") n
+	want=$(printf '%q ' "$@")
+	for ((n = ${#idx[@]} - 1; n >= 0; n--)); do
+		if [ "${_zs_undo[idx[n]]}" = "$want" ]; then
+			unset '_zs_undo[idx[n]]'
+			return 0
+		fi
+	done
+	return 1
+}
+
+_zs_cleanup() {
+	local rc=$? idx=("${!_zs_undo[@]}") n
+	set +e
+	trap - EXIT INT TERM
+	# the array has holes where drop_undo removed entries: walk its indices
+	for ((n = ${#idx[@]} - 1; n >= 0; n--)); do
+		eval "${_zs_undo[idx[n]]}" || log "clean-up step failed: ${_zs_undo[idx[n]]}"
+	done
+	_zs_undo=()
+	exit "$rc"
+}
+trap _zs_cleanup EXIT
+trap 'exit 130' INT
+trap 'exit 143' TERM
+
+# ---- requirements -----------------------------------------------------------
+
+require_fuse() {
+	[ -c /dev/fuse ] || skip "/dev/fuse is not available"
+	[ -x "$ZSWAPFS" ] || fail "daemon not built: $ZSWAPFS"
+}
+
+require_root() {
+	[ "$(id -u)" -eq 0 ] || skip "needs root (swap, loop devices, cgroups)"
+}
+
+require_cgroup_v1_memory() {
+	[ -f "$CGROUP_V1_MEMORY/memory.limit_in_bytes" ] ||
+		skip "no cgroup v1 memory controller at $CGROUP_V1_MEMORY"
+}
+
+require_memhog() {
+	[ -x "$MEMHOG" ] || fail "memhog not built: $MEMHOG (make check builds it)"
+}
+
+# ---- temporary files ------------------------------------------------------------
+
+# make_tmpdir: sets ZS_TMP to a fresh directory removed at exit.
+make_tmpdir() {
+	ZS_TMP=$(mktemp -d "${TMPDIR:-/tmp}/zswapfs-$ZS_TEST.XXXXXX")
+	push_undo rm -rf -- "$ZS_TMP"
+}
+
+# ---- the daemon ---------------------------------------------------------------
+
+_zs_is_mounted() { awk -v m="$1" '$2 == m { f = 1 } END { exit !f }' /proc/mounts; }
+
+# _zs_teardown MOUNTPOINT PID: unmount, wait for the daemon, remove the dir.
+_zs_teardown() {
+	local mnt=$1 pid=$2 i loops
+	# Never pull the daemon from under a live swap device (processes would
+	# lose their pages): if swapoff failed, leave it all and say so.
+	loops=$(losetup -n -O NAME -j "$mnt/swap" 2>/dev/null) || loops=
+	for i in $loops; do
+		if awk -v d="$i" '$1 == d { f = 1 } END { exit !f }' /proc/swaps; then
+			log "$i on $mnt/swap is still swap: leaving daemon $pid and the mount alone"
+			return 1
+		fi
+	done
+	if _zs_is_mounted "$mnt"; then
+		fusermount3 -u "$mnt" 2>/dev/null || umount "$mnt" 2>/dev/null ||
+			umount -l "$mnt" || log "cannot unmount $mnt"
+	fi
+	for ((i = 0; i < 50; i++)); do
+		kill -0 "$pid" 2>/dev/null || break
+		sleep 0.1
+	done
+	if kill -0 "$pid" 2>/dev/null; then
+		log "daemon $pid still running after unmount: SIGTERM"
+		kill -TERM "$pid"
+		sleep 1
+		kill -0 "$pid" 2>/dev/null && kill -KILL "$pid"
+	fi
+	wait "$pid" 2>/dev/null
+	rmdir -- "$mnt" 2>/dev/null
+	return 0
+}
+
+# zs_start [ARG...]: start the daemon (-f) in the background of this script on
+# a fresh mount point, with ARG... after the mount point; $ZS_SOURCE, when set,
+# goes before it as fstab would pass it.  Sets ZS_MNT, ZS_PID, ZS_LOG.  Does
+# not wait for the mount: see zs_mount.
+zs_start() {
+	local src=()
+	[ -z "${ZS_SOURCE-}" ] || src=("$ZS_SOURCE")
+	[ -n "${ZS_TMP-}" ] || make_tmpdir
+	ZS_MNT=$(mktemp -d "${TMPDIR:-/tmp}/zswapfs-mnt.XXXXXX")
+	ZS_LOG=$ZS_TMP/daemon.$RANDOM.log
+	# setsid: a ^C on the terminal must not kill the daemon while a swap device
+	# still sits on it; the clean-up then takes things down in order.
+	setsid "$ZSWAPFS" "${src[@]}" "$ZS_MNT" -f "$@" >"$ZS_LOG" 2>&1 </dev/null &
+	ZS_PID=$!
+	push_undo _zs_teardown "$ZS_MNT" "$ZS_PID"
+}
+
+# zs_mount [OPTS]: mount with "-o OPTS" (none when empty) and wait until the
+# mount is live (at most 10 s).  Sets ZS_MNT, ZS_PID, ZS_LOG.
+zs_mount() {
+	local i
+	if [ -n "${1-}" ]; then zs_start -o "$1"; else zs_start; fi
+	for ((i = 0; i < 100; i++)); do
+		if awk -v m="$ZS_MNT" '$2 == m && $3 == "fuse.zswapfs" { f = 1 } END { exit !f }' \
+			/proc/mounts; then
+			[ -f "$ZS_MNT/swap" ] || fail "mounted, but $ZS_MNT/swap is missing"
+			return 0
+		fi
+		if ! kill -0 "$ZS_PID" 2>/dev/null; then
+			cat "$ZS_LOG" >&2
+			fail "daemon exited before mounting (options: ${1-none})"
+		fi
+		sleep 0.1
+	done
+	cat "$ZS_LOG" >&2
+	fail "no fuse.zswapfs mount on $ZS_MNT after 10 s (options: ${1-none})"
+}
+
+# zs_umount: unmount the last zs_mount and check that the daemon exits 0.
+zs_umount() {
+	local mnt=$ZS_MNT pid=$ZS_PID rc i
+	fusermount3 -u "$mnt" || fail "fusermount3 -u $mnt failed"
+	for ((i = 0; i < 100; i++)); do
+		kill -0 "$pid" 2>/dev/null || break
+		sleep 0.1
+	done
+	kill -0 "$pid" 2>/dev/null && fail "daemon $pid still running 10 s after unmount"
+	rc=0
+	wait "$pid" || rc=$?
+	drop_undo _zs_teardown "$mnt" "$pid" || true
+	rmdir -- "$mnt"
+	[ "$rc" -eq 0 ] || { cat "$ZS_LOG" >&2; fail "daemon exited with status $rc after unmount"; }
+}
+
+# zs_alive: fail if the daemon of the last zs_mount is gone.
+zs_alive() {
+	kill -0 "$ZS_PID" 2>/dev/null || { cat "$ZS_LOG" >&2; fail "the daemon (pid $ZS_PID) died"; }
+}
+
+# zs_stat MOUNT KEY: print the value of KEY in MOUNT/stats; fail if absent.
+zs_stat() {
+	local v
+	v=$(awk -v k="$2" '$1 == k { print $2; f = 1 } END { exit !f }' "$1/stats") ||
+		fail "stats key '$2' missing in $1/stats"
+	printf '%s\n' "$v"
+}
+
+# ---- swap on the mount ------------------------------------------------------
+
+# zs_swapon MOUNT: loop device over MOUNT/swap, mkswap, swapon --discard.
+# Sets ZS_LOOP.
+zs_swapon() {
+	ZS_LOOP=$(losetup --find --show --direct-io=on "$1/swap") || fail "losetup on $1/swap failed"
+	push_undo losetup -d "$ZS_LOOP"
+	mkswap "$ZS_LOOP" >/dev/null || fail "mkswap $ZS_LOOP failed"
+	# the highest priority, so that our device is the one used even when the
+	# machine has other swap
+	swapon --discard --priority 32767 "$ZS_LOOP" || fail "swapon --discard $ZS_LOOP failed"
+	# timeout: a swapoff that cannot read its pages back must not hang CI
+	push_undo timeout 120 swapoff "$ZS_LOOP"
+}
+
+# zram_swapon SIZE: kernel zram0 as swap, for comparing against the real thing
+# (self-check of the tests).  Only ever uses an unused zram0.  Sets ZS_LOOP.
+zram_swapon() {
+	local z=/sys/block/zram0
+	[ -d $z ] || modprobe zram 2>/dev/null || skip "no zram"
+	[ "$(cat $z/disksize)" = 0 ] || skip "zram0 is in use"
+	push_undo _zs_zram_reset
+	echo lz4 >$z/comp_algorithm
+	echo "$1" >$z/disksize
+	mkswap /dev/zram0 >/dev/null
+	swapon --discard --priority 32767 /dev/zram0
+	push_undo timeout 120 swapoff /dev/zram0
+	ZS_LOOP=/dev/zram0
+}
+_zs_zram_reset() { echo 1 >/sys/block/zram0/reset; }
+
+# ---- memory cgroups (v1) ------------------------------------------------------
+
+_zs_cg_remove() {
+	local cg=$1 p i
+	# (cgroup files have st_size 0: read them, never test them with -s)
+	for ((i = 0; i < 100; i++)); do
+		[ -n "$(cat "$cg/cgroup.procs")" ] || break
+		while read -r p; do kill -KILL "$p" 2>/dev/null; done <"$cg/cgroup.procs"
+		sleep 0.1
+	done
+	for ((i = 0; i < 50; i++)); do
+		rmdir "$cg" 2>/dev/null && return 0
+		sleep 0.1
+	done
+	rmdir "$cg"
+}
+
+# make_cgroup LIMIT: a new v1 memory cgroup limited to LIMIT (bytes or K/M/G).
+# Sets ZS_CG to its directory.
+make_cgroup() {
+	ZS_CG=$CGROUP_V1_MEMORY/zswapfs-test.$$.$RANDOM
+	mkdir "$ZS_CG"
+	push_undo _zs_cg_remove "$ZS_CG"
+	echo "$1" >"$ZS_CG/memory.limit_in_bytes"
+	if [ -f "$ZS_CG/memory.swappiness" ]; then
+		echo 100 >"$ZS_CG/memory.swappiness"
+	fi
+}
+
+# run_in_cgroup CGDIR CMD [ARG...]: run CMD inside the cgroup (exec, so the
+# exit status is CMD's).
+run_in_cgroup() {
+	local cg=$1
+	shift
+	# shellcheck disable=SC2016 # $$ and $1 belong to the inner shell
+	sh -c 'echo $$ >"$1/cgroup.procs" && shift && exec "$@"' sh "$cg" "$@"
+}
+
+# ---- data ---------------------------------------------------------------------
+
+# gen_data FILE NPAGES KIND SEED: write NPAGES pages of a given kind:
+#   text   - compressible, unique per page, never zero and never same-filled
+#   random - incompressible
+#   same   - each page filled with one 64-bit word (per-page, non-zero)
+gen_data() {
+	"$PYTHON" - "$@" <<'EOF'
+import random, struct, sys
+path, npages, kind, seed = sys.argv[1], int(sys.argv[2]), sys.argv[3], int(sys.argv[4])
+rng = random.Random(seed)
+with open(path, "wb") as f:
+    for i in range(npages):
+        if kind == "random":
+            page = rng.randbytes(4096)
+        elif kind == "same":
+            page = struct.pack("<Q", rng.getrandbits(64) | 1) * 512
+        else:
+            words = b" ".join(rng.choice([b"swap", b"page", b"zswapfs", b"memory", b"%d" % i])
+                              for _ in range(16))
+            page = (b"seed %d page %d: " % (seed, i) + words + b"\n") * 100
+            page = page[:4096]
+        f.write(page)
+EOF
+}

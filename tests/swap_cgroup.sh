@@ -1,0 +1,109 @@
+#!/bin/bash
+# SPDX-License-Identifier: GPL-2.0-or-later
+# shellcheck source-path=SCRIPTDIR
+#
+# The real chain: zswapfs mount -> loop device -> swap, and a process in a
+# memory cgroup three times bigger than its limit, so most of its memory goes
+# through the daemon and comes back; memhog checks every byte.
+#
+# ZS_SWAP_BACKEND=zram runs the same workload against kernel zram instead
+# (a check of the test itself: memhog, the cgroup set-up, the thresholds).
+set -eu
+. "$(dirname "$0")/lib.sh"
+
+LIMIT_MIB=96
+HOG_MIB=320
+HOG_TIMEOUT=300
+backend=${ZS_SWAP_BACKEND:-zswapfs}
+
+require_root
+require_cgroup_v1_memory
+require_memhog
+[ "$backend" = zram ] || require_fuse
+make_tmpdir
+
+if [ "$backend" = zram ]; then
+	zram_swapon 1G
+	orig_size() { awk '{ print $1 }' /sys/block/zram0/mm_stat; }
+else
+	zs_mount size=1G
+	zs_swapon "$ZS_MNT"
+	orig_size() { zs_stat "$ZS_MNT" orig_data_size; }
+fi
+log "swap on $ZS_LOOP ($backend)"
+
+# Sample the stored size while the hog runs: once it exits, its swap slots
+# are freed (and discarded), so the figure afterwards says nothing.
+sampler() {
+	local v
+	while :; do
+		v=$(orig_size) || exit 0
+		echo "$v" >>"$ZS_TMP/samples"
+		sleep 0.5
+	done
+}
+sampler &
+sampler_pid=$!
+push_undo kill "$sampler_pid"
+
+make_cgroup "${LIMIT_MIB}M"
+# In the background, and waited for: a signal to this script then runs the
+# clean-up at once (removing the cgroup kills the hog).
+run_in_cgroup "$ZS_CG" timeout "$HOG_TIMEOUT" \
+	"$MEMHOG" --size "$HOG_MIB" --passes 2 --seed "$$" --verbose >"$ZS_TMP/memhog.out" 2>&1 &
+rc=0
+wait $! || rc=$?
+cat "$ZS_TMP/memhog.out" >&2
+kill "$sampler_pid"
+wait "$sampler_pid" 2>/dev/null || true
+drop_undo kill "$sampler_pid"
+
+[ "$rc" -ne 124 ] || fail "memhog did not finish within $HOG_TIMEOUT s (swap I/O hung?)"
+[ "$rc" -eq 0 ] || fail "memhog exited with status $rc (1 = data corrupted through swap)"
+
+max=$(sort -n "$ZS_TMP/samples" | tail -n 1)
+log "largest orig_data_size seen while running: $max"
+# At least 320 - 96 MiB must have been out on swap for most of the run.
+[ "${max:-0}" -ge $((128 << 20)) ] ||
+	fail "orig_data_size peaked at ${max:-0} bytes: the hog was hardly swapped out"
+failcnt=$(cat "$ZS_CG/memory.failcnt")
+log "cgroup memory.failcnt=$failcnt max_usage=$(cat "$ZS_CG/memory.max_usage_in_bytes")"
+
+if [ "$backend" = zram ]; then
+	log "zram mm_stat: $(cat /sys/block/zram0/mm_stat)"
+	exit 0
+fi
+
+zs_alive
+grep -E '^(orig_data_size|compr_data_size|mem_used_total|mem_used_max|same_pages|huge_pages|failed_reads|failed_writes|notify_free|pages_stored|rss_bytes) ' \
+	"$ZS_MNT/stats" | tr '\n' ' ' >&2
+echo >&2
+for key in failed_reads failed_writes; do
+	v=$(zs_stat "$ZS_MNT" "$key")
+	[ "$v" -eq 0 ] || fail "$key is $v after the swap workload"
+done
+v=$(zs_stat "$ZS_MNT" mem_used_max)
+[ "$v" -gt 0 ] || fail "mem_used_max is 0 after the swap workload"
+
+# The hog is gone, so swapon --discard has told the daemon its slots are free:
+# what it still stores must come down to what the kernel still has on this
+# device (other processes on a shared machine may use it too), give or take
+# slots in clusters that are not wholly free (the kernel discards clusters).
+swap_used() { awk -v d="$ZS_LOOP" '$1 == d { print $4 * 1024 }' /proc/swaps; }
+for ((i = 0; i < 100; i++)); do
+	v=$(zs_stat "$ZS_MNT" orig_data_size)
+	used=$(swap_used)
+	[ $((v - used)) -gt $((max / 10)) ] || break
+	sleep 0.1
+done
+log "after the hog exited: orig_data_size $v, swap used on $ZS_LOOP $used"
+[ $((v - used)) -le $((max / 10)) ] ||
+	fail "orig_data_size $v bytes but only $used bytes of swap in use, 10 s after the hog exited (discard not reaching the daemon?)"
+
+timeout 120 swapoff "$ZS_LOOP" || fail "swapoff $ZS_LOOP failed"
+drop_undo timeout 120 swapoff "$ZS_LOOP"
+losetup -d "$ZS_LOOP"
+drop_undo losetup -d "$ZS_LOOP"
+zs_alive
+zs_umount
+exit 0
