@@ -217,18 +217,28 @@ void store_get_counters(struct store *st, struct store_counters *c)
 
 /* ---- one page ---------------------------------------------------------- */
 
+/* Pages come from FUSE buffers or callers' memory at any alignment:
+ * words are read and written with memcpy, which compiles to plain loads. */
+static uint64_t load_word(const unsigned char *p)
+{
+	uint64_t v;
+
+	memcpy(&v, p, sizeof(v));
+	return v;
+}
+
 static bool page_same_filled(const void *page, uint64_t *fill)
 {
-	const uint64_t *w = page;
-	uint64_t v = w[0];
+	const unsigned char *p = page;
+	uint64_t v = load_word(p);
 	size_t i;
 
 	/* Compare the last word first: most pages that are not same-filled
 	 * differ there, and the loop is then never entered. */
-	if (w[STORE_PAGE_SIZE / 8 - 1] != v)
+	if (load_word(p + STORE_PAGE_SIZE - 8) != v)
 		return false;
-	for (i = 1; i < STORE_PAGE_SIZE / 8 - 1; i++)
-		if (w[i] != v)
+	for (i = 8; i < STORE_PAGE_SIZE - 8; i += 8)
+		if (load_word(p + i) != v)
 			return false;
 	*fill = v;
 	return true;
@@ -236,15 +246,15 @@ static bool page_same_filled(const void *page, uint64_t *fill)
 
 static void fill_page(void *page, uint64_t fill)
 {
-	uint64_t *w = page;
+	unsigned char *p = page;
 	size_t i;
 
 	if (fill == 0) {
 		memset(page, 0, STORE_PAGE_SIZE);
 		return;
 	}
-	for (i = 0; i < STORE_PAGE_SIZE / 8; i++)
-		w[i] = fill;
+	for (i = 0; i < STORE_PAGE_SIZE; i += 8)
+		memcpy(p + i, &fill, sizeof(fill));
 }
 
 /*
