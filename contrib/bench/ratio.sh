@@ -1,0 +1,176 @@
+#!/bin/bash
+# SPDX-License-Identifier: GPL-2.0-or-later
+#
+# ratio.sh - memory ratio of kernel zram and zswapfs on the same data.
+#
+#   ratio.sh -c CORPUS [-a ALGORITHMS] [-Z ZSWAPFS] [-n]
+#
+# Writes CORPUS (see mkcorpus) once into /dev/zram0 and once into a fresh zswapfs mount
+# (dd bs=1M oflag=direct), reads back orig_data_size, compr_data_size and mem_used_total
+# and prints orig/mem_used_total (what the memory saving really is) and orig/compr (the
+# codec alone).  Then reads the data back and compares it with CORPUS.
+# ALGORITHMS: comma separated, default lz4 (e.g. lz4,lzo,zstd; zram gets those its kernel
+# knows).  -n: zswapfs only.
+# Needs root; zram0 must be unused (disksize 0).
+set -u
+
+here=$(cd "$(dirname "$0")" && pwd)
+CORPUS=
+ALGS=lz4
+ZSWAPFS=$here/../../src/zswapfs
+DO_ZRAM=1
+ZRAM=/sys/block/zram0
+
+usage() {
+	sed -n '4,15p' "$0" | sed 's/^# \{0,1\}//' >&2
+	exit 2
+}
+
+while getopts c:a:Z:nh opt; do
+	case $opt in
+	c) CORPUS=$OPTARG ;;
+	a) ALGS=$OPTARG ;;
+	Z) ZSWAPFS=$OPTARG ;;
+	n) DO_ZRAM= ;;
+	*) usage ;;
+	esac
+done
+if [ -z "$CORPUS" ] || [ ! -r "$CORPUS" ]; then usage; fi
+[ "$(id -u)" = 0 ] || { echo "ratio: needs root" >&2; exit 2; }
+
+log() { echo "ratio: $*" >&2; }
+
+MNT='' DPID='' ZRAM_USED='' TMP=''
+
+teardown() {
+	local rc=0
+	if [ -n "$MNT" ]; then
+		for _ in 1 2 3 4 5 6 7 8 9 10; do
+			mountpoint -q "$MNT" || break
+			fusermount3 -u "$MNT" 2>/dev/null || umount "$MNT" 2>/dev/null || sleep 0.5
+		done
+		mountpoint -q "$MNT" && { log "could not unmount $MNT"; rc=1; }
+	fi
+	if [ -n "$DPID" ]; then
+		for _ in $(seq 50); do
+			kill -0 "$DPID" 2>/dev/null || break
+			sleep 0.1
+		done
+		if kill -0 "$DPID" 2>/dev/null; then
+			log "daemon $DPID still running after unmount: killing it"
+			kill -9 "$DPID"; rc=1
+		fi
+		wait "$DPID" || { log "daemon exited with status $?"; rc=1; }
+		DPID=
+	fi
+	if [ -n "$MNT" ]; then
+		rmdir "$MNT" 2>/dev/null; MNT=
+	fi
+	if [ -n "$ZRAM_USED" ]; then
+		echo 1 > $ZRAM/reset || rc=1
+		ZRAM_USED=
+	fi
+	return $rc
+}
+# shellcheck disable=SC2317  # called from the trap
+cleanup() {
+	teardown
+	[ -n "$TMP" ] && rm -rf -- "$TMP"
+}
+trap cleanup EXIT
+trap 'log interrupted; exit 130' INT TERM HUP
+TMP=$(mktemp -d /tmp/ratio.XXXXXX)
+
+bytes=$(stat -c %s "$CORPUS")
+# device size: the corpus rounded up to MiB, plus 16 MiB
+devsize=$(( (bytes + (1 << 20) - 1) / (1 << 20) * (1 << 20) + (16 << 20) ))
+failed=0
+json=''
+
+report() {	# device alg orig compr mem_used same huge
+	local r1 r2
+	r1=$(awk -v a="$3" -v b="$5" 'BEGIN { if (b > 0) printf "%.3f", a / b; else print "nan" }')
+	r2=$(awk -v a="$3" -v b="$4" 'BEGIN { if (b > 0) printf "%.3f", a / b; else print "nan" }')
+	printf '%-8s %-8s %14s %15s %14s %9s %9s %10s %10s\n' "$1" "$2" "$3" "$4" "$5" "$r1" "$r2" \
+		"$6" "$7"
+	json="$json${json:+,}{\"device\":\"$1\",\"alg\":\"$2\",\"orig_data_size\":$3,"
+	json="$json\"compr_data_size\":$4,\"mem_used_total\":$5,\"ratio_mem\":$r1,"
+	json="$json\"ratio_compr\":$r2,\"same_pages\":$6,\"huge_pages\":$7}"
+}
+
+verify() {	# file-or-device
+	if ! dd if="$1" bs=1M iflag=direct count=$(( (bytes + (1 << 20) - 1) >> 20 )) \
+		status=none | cmp -n "$bytes" -s - "$CORPUS"; then
+		log "DATA MISMATCH reading back $1"
+		failed=1
+	fi
+}
+
+run_zram() {
+	local alg=$1 st
+	if ! grep -qw "$alg" $ZRAM/comp_algorithm; then
+		log "zram: this kernel has no $alg (has: $(cat $ZRAM/comp_algorithm)); skipped"
+		return 0
+	fi
+	if [ "$(cat $ZRAM/disksize)" != 0 ]; then
+		log "zram0 is in use by someone else; skipped"
+		failed=1
+		return 1
+	fi
+	ZRAM_USED=1
+	if ! { echo "$alg" > $ZRAM/comp_algorithm && echo "$devsize" > $ZRAM/disksize &&
+		dd if="$CORPUS" of=/dev/zram0 bs=1M oflag=direct status=none; }; then
+		log "zram: setup or write failed"
+		failed=1; teardown; return 1
+	fi
+	# mm_stat: orig_data_size compr_data_size mem_used_total mem_limit mem_used_max
+	#          same_pages pages_compacted huge_pages ...
+	read -r -a st < $ZRAM/mm_stat
+	report zram "$alg" "${st[0]}" "${st[1]}" "${st[2]}" "${st[5]}" "${st[7]}"
+	verify /dev/zram0
+	teardown
+}
+
+stat_of() { awk -v k="$1" '$1 == k { print $2 }' "$MNT/stats"; }
+
+run_zswapfs() {
+	local alg=$1
+	if [ ! -x "$ZSWAPFS" ]; then
+		log "$ZSWAPFS not built; skipped"
+		failed=1
+		return 1
+	fi
+	MNT=$(mktemp -d /tmp/ratio-mnt.XXXXXX)
+	"$ZSWAPFS" "$MNT" -f -o "size=$devsize,algorithm=$alg" 2> "$TMP/daemon.err" &
+	DPID=$!
+	for _ in $(seq 100); do
+		[ -e "$MNT/swap" ] && mountpoint -q "$MNT" && break
+		kill -0 "$DPID" 2>/dev/null || break
+		sleep 0.1
+	done
+	if ! [ -e "$MNT/stats" ]; then
+		log "zswapfs did not come up: $(cat "$TMP/daemon.err")"
+		failed=1; teardown; return 1
+	fi
+	# conv=notrunc: O_TRUNC would ask the daemon to truncate its fixed-size file
+	if ! dd if="$CORPUS" of="$MNT/swap" bs=1M oflag=direct conv=notrunc status=none; then
+		log "zswapfs: writing the corpus failed"
+		failed=1; teardown; return 1
+	fi
+	cp "$MNT/stats" "$TMP/stats.$alg"
+	report zswapfs "$alg" "$(stat_of orig_data_size)" "$(stat_of compr_data_size)" \
+		"$(stat_of mem_used_total)" "$(stat_of same_pages)" "$(stat_of huge_pages)"
+	verify "$MNT/swap"
+	teardown
+}
+
+echo "# ratio: corpus=$CORPUS bytes=$bytes pages=$(( bytes / 4096 )) kernel=$(uname -r)"
+printf '%-8s %-8s %14s %15s %14s %9s %9s %10s %10s\n' device alg orig_data_size \
+	compr_data_size mem_used_total orig/mem orig/compr same_pages huge_pages
+IFS=, read -r -a algs <<< "$ALGS"
+for a in "${algs[@]}"; do
+	[ -n "$DO_ZRAM" ] && run_zram "$a"
+	run_zswapfs "$a"
+done
+echo "{\"bench\":\"ratio\",\"corpus_bytes\":$bytes,\"results\":[$json],\"failed\":$failed}"
+exit $failed

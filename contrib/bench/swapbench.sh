@@ -1,0 +1,308 @@
+#!/bin/bash
+# SPDX-License-Identifier: GPL-2.0-or-later
+#
+# swapbench.sh - time a real swap workload through kernel zram, zswapfs and the no-op FUSE
+# baseline, interleaved (A B C A B C ...), each device set up fresh for every run.
+#
+#   swapbench.sh -c CORPUS [-r ROUNDS] [-d DEVICES] [-w WS_MIB] [-l LIMIT_MIB] [-s SWAPSIZE]
+#                [-p PASSES] [-a ALGORITHM] [-S] [-V] [-P] [-Z ZSWAPFS] [-N NOOP_FUSE]
+#
+# DEVICES (comma separated, default zram,zswapfs,noop):
+#   zram           kernel zram, comp_algorithm ALGORITHM, swapon
+#   zswapfs, noop  FUSE file behind `losetup --direct-io=on`, mkswap, swapon --discard
+#   X-buf          the same FUSE file behind a buffered loop (no --direct-io)
+#   X-4k           --direct-io=on plus --sector-size 4096
+#   noop-mt        noop_fuse with libfuse's multi-threaded loop (loopmode=mt)
+# Pages are visited in a fixed random order; -S: in address order (which lets the loop
+# devices' swap readahead help them, while zram, a synchronous device, gets none).
+# Needs root, a v1 memory cgroup at /sys/fs/cgroup/memory, and no other swap active.
+set -u
+
+here=$(cd "$(dirname "$0")" && pwd)
+CORPUS=
+ROUNDS=5
+DEVICES=zram,zswapfs,noop
+WS_MIB=512
+LIMIT_MIB=192
+SWAPSIZE=1G
+PASSES=1
+ALG=lz4
+WFLAGS=-R
+PIN=
+ZSWAPFS=$here/../../src/zswapfs
+NOOP=$here/noop_fuse
+WORKLOAD=$here/workload
+CGROOT=/sys/fs/cgroup/memory
+ZRAM=/sys/block/zram0
+
+usage() {
+	sed -n '4,20p' "$0" | sed 's/^# \{0,1\}//' >&2
+	exit 2
+}
+
+while getopts c:r:d:w:l:s:p:a:SVPZ:N:h opt; do
+	case $opt in
+	c) CORPUS=$OPTARG ;;
+	r) ROUNDS=$OPTARG ;;
+	d) DEVICES=$OPTARG ;;
+	w) WS_MIB=$OPTARG ;;
+	l) LIMIT_MIB=$OPTARG ;;
+	s) SWAPSIZE=$OPTARG ;;
+	p) PASSES=$OPTARG ;;
+	a) ALG=$OPTARG ;;
+	S) WFLAGS=${WFLAGS/-R/} ;;
+	V) WFLAGS="$WFLAGS -V" ;;
+	P) PIN="taskset -c 0" ;;
+	Z) ZSWAPFS=$OPTARG ;;
+	N) NOOP=$OPTARG ;;
+	*) usage ;;
+	esac
+done
+if [ -z "$CORPUS" ] || [ ! -r "$CORPUS" ]; then usage; fi
+[ "$(id -u)" = 0 ] || { echo "swapbench: needs root" >&2; exit 2; }
+[ -w "$CGROOT/cgroup.procs" ] || { echo "swapbench: no v1 memory cgroup at $CGROOT" >&2; exit 2; }
+WFLAGS=${WFLAGS# }
+ORDER=seq
+case " $WFLAGS " in *" -R "*) ORDER=random ;; esac
+[ -x "$WORKLOAD" ] || { echo "swapbench: $WORKLOAD missing: run make in $here" >&2; exit 2; }
+
+log() { echo "swapbench: $*" >&2; }
+
+# ---- state of what this script created; cleanup() undoes exactly that ----------------
+SWAPDEV='' LOOPDEV='' MNT='' DPID='' CG='' ZRAM_USED='' SAMPLER='' TMP=''
+
+teardown() {
+	local rc=0
+	if [ -n "$SAMPLER" ]; then
+		kill "$SAMPLER" 2>/dev/null; wait "$SAMPLER" 2>/dev/null; SAMPLER=
+	fi
+	if [ -n "$SWAPDEV" ]; then
+		swapoff "$SWAPDEV" || { log "swapoff $SWAPDEV failed"; rc=1; }
+		SWAPDEV=
+	fi
+	if [ -n "$LOOPDEV" ]; then
+		losetup -d "$LOOPDEV" || { log "losetup -d $LOOPDEV failed"; rc=1; }
+		LOOPDEV=
+	fi
+	if [ -n "$MNT" ]; then
+		for _ in 1 2 3 4 5 6 7 8 9 10; do
+			mountpoint -q "$MNT" || break
+			fusermount3 -u "$MNT" 2>/dev/null || umount "$MNT" 2>/dev/null || sleep 0.5
+		done
+		mountpoint -q "$MNT" && { log "could not unmount $MNT"; rc=1; }
+	fi
+	if [ -n "$DPID" ]; then
+		for _ in $(seq 50); do
+			kill -0 "$DPID" 2>/dev/null || break
+			sleep 0.1
+		done
+		if kill -0 "$DPID" 2>/dev/null; then
+			log "daemon $DPID still running after unmount: killing it"
+			kill -9 "$DPID"; rc=1
+		fi
+		wait "$DPID"; DAEMON_RC=$?
+		[ "$DAEMON_RC" = 0 ] || { log "daemon exited with status $DAEMON_RC"; rc=1; }
+		DPID=
+	fi
+	if [ -n "$MNT" ]; then
+		rmdir "$MNT" 2>/dev/null; MNT=
+	fi
+	if [ -n "$ZRAM_USED" ]; then
+		echo 1 > $ZRAM/reset || rc=1
+		ZRAM_USED=
+	fi
+	if [ -n "$CG" ]; then
+		for _ in 1 2 3 4 5 6 7 8 9 10; do
+			rmdir "$CG" 2>/dev/null && break
+			sleep 0.2
+		done
+		[ -d "$CG" ] && { log "could not remove $CG"; rc=1; }
+		CG=
+	fi
+	return $rc
+}
+
+# shellcheck disable=SC2317  # called from the trap
+cleanup() {
+	teardown
+	[ -n "$TMP" ] && rm -rf -- "$TMP"
+}
+trap cleanup EXIT
+trap 'log interrupted; exit 130' INT TERM HUP
+
+TMP=$(mktemp -d /tmp/swapbench.XXXXXX)
+
+other_swap() { [ "$(tail -n +2 /proc/swaps | wc -l)" != 0 ]; }
+if other_swap; then
+	log "other swap is active (see /proc/swaps): it would take part in the test; refusing"
+	exit 2
+fi
+
+meminfo() { awk -v k="$1:" '$1 == k { print $2 }' /proc/meminfo; }
+
+# start a FUSE server ($1 = binary, $2 = extra -o options) on a fresh mount point
+start_fuse() {
+	MNT=$(mktemp -d /tmp/swapbench-mnt.XXXXXX)
+	$PIN "$1" "$MNT" -f -o "size=$SWAPSIZE${2:+,$2}" 2> "$TMP/daemon.err" &
+	DPID=$!
+	for _ in $(seq 100); do
+		[ -e "$MNT/swap" ] && mountpoint -q "$MNT" && return 0
+		kill -0 "$DPID" 2>/dev/null || break
+		sleep 0.1
+	done
+	log "$1 did not come up on $MNT: $(cat "$TMP/daemon.err")"
+	return 1
+}
+
+# set up device $1 and swap on it; sets SWAPDEV
+setup_dev() {
+	local dev=$1 base=${1%%-*} var='' lo=(--direct-io=on)
+	case $dev in *-*) var=${dev#*-} ;; esac
+	case $var in
+	"") ;;
+	buf) lo=() ;;
+	4k) lo=(--direct-io=on --sector-size 4096) ;;
+	mt) ;;
+	*) log "unknown device variant $dev"; return 1 ;;
+	esac
+	case $base in
+	zram)
+		if [ "$(cat $ZRAM/disksize)" != 0 ] || grep -q '^/dev/zram0 ' /proc/swaps; then
+			log "zram0 is in use by someone else; refusing"
+			return 1
+		fi
+		ZRAM_USED=1
+		echo "$ALG" > $ZRAM/comp_algorithm || return 1
+		echo "$SWAPSIZE" > $ZRAM/disksize || return 1
+		mkswap /dev/zram0 > /dev/null || return 1
+		swapon /dev/zram0 || return 1
+		SWAPDEV=/dev/zram0
+		return 0
+		;;
+	zswapfs)
+		[ -x "$ZSWAPFS" ] || { log "$ZSWAPFS not built"; return 1; }
+		start_fuse "$ZSWAPFS" "algorithm=$ALG" || return 1
+		;;
+	noop)
+		[ -x "$NOOP" ] || { log "$NOOP not built: run make in $here"; return 1; }
+		start_fuse "$NOOP" "$([ "$var" = mt ] && echo loopmode=mt)" || return 1
+		;;
+	*)
+		log "unknown device $dev"; return 1 ;;
+	esac
+	LOOPDEV=$(losetup --find --show "${lo[@]}" "$MNT/swap") || { LOOPDEV=; return 1; }
+	mkswap "$LOOPDEV" > /dev/null || return 1
+	swapon --discard "$LOOPDEV" || return 1
+	SWAPDEV=$LOOPDEV
+}
+
+# per-device peak of the compressed store and the server's RSS, read after the run
+dev_stats() {
+	local dev=$1
+	case $dev in
+	zram*) awk '{ printf "store_peak_kib=%d", $5 / 1024 }' $ZRAM/mm_stat ;;
+	zswapfs*) awk '$1 == "mem_used_max" { printf "store_peak_kib=%d", $2 / 1024 }' \
+		"$MNT/stats" 2>/dev/null ;;
+	esac
+	[ -n "$DPID" ] && awk '$1 == "VmHWM:" { printf " server_hwm_kib=%d", $2 }' \
+		/proc/$DPID/status 2>/dev/null
+}
+
+# one run on device $1, in this shell (the EXIT trap must see what it set up);
+# writes "SECONDS details..." to $TMP/res
+run_one() {
+	local dev=$1 t0 t1 c0 cpeak out rc
+	setup_dev "$dev" || return 1
+	CG=$CGROOT/swapbench.$$.$RANDOM
+	mkdir "$CG" || return 1
+	echo "${LIMIT_MIB}M" > "$CG/memory.limit_in_bytes" || return 1
+	other_swap_now=$(tail -n +2 /proc/swaps | awk -v d="$SWAPDEV" '$1 != d' | wc -l)
+	[ "$other_swap_now" = 0 ] || log "warning: other swap appeared during the run"
+	sync
+	c0=$(meminfo Cached)
+	( while :; do meminfo Cached; sleep 0.2; done ) > "$TMP/cached" &
+	SAMPLER=$!
+	t0=$(date +%s.%N)
+	# shellcheck disable=SC2086
+	out=$($PIN "$WORKLOAD" -g "$CG" -w "$WS_MIB" -p "$PASSES" $WFLAGS "$CORPUS")
+	rc=$?
+	t1=$(date +%s.%N)
+	kill "$SAMPLER"; wait "$SAMPLER" 2>/dev/null; SAMPLER=
+	cpeak=$(sort -n "$TMP/cached" | tail -1)
+	local extra
+	extra="$(dev_stats "$dev") cached_growth_kib=$(( $(meminfo Cached) - c0 ))"
+	extra="$extra cached_peak_growth_kib=$(( ${cpeak:-$c0} - c0 ))"
+	# other work on the machine makes the figures meaningless: keep the evidence
+	extra="$extra loadavg1=$(cut -d' ' -f1 /proc/loadavg)"
+	teardown || log "teardown after $dev reported a problem"
+	if [ $rc != 0 ]; then
+		log "workload FAILED on $dev (exit $rc): $out"
+		return 1
+	fi
+	# total_s: the workload's own timing (fill + passes); wall includes start-up
+	local total wall
+	total=$(echo "$out" | sed -n 's/.*total_s=\([0-9.]*\).*/\1/p')
+	wall=$(awk -v a="$t0" -v b="$t1" 'BEGIN { printf "%.3f", b - a }')
+	echo "$total wall_s=$wall $out $extra" > "$TMP/res"
+}
+
+median() { tr ' ' '\n' | grep . | sort -g | awk '{ a[NR] = $1 } END {
+	if (NR == 0) print "nan"; else if (NR % 2) print a[(NR + 1) / 2];
+	else printf "%.3f\n", (a[NR / 2] + a[NR / 2 + 1]) / 2 }'; }
+
+IFS=, read -r -a devs <<< "$DEVICES"
+declare -A times fails
+for d in "${devs[@]}"; do times[$d]=""; fails[$d]=0; done
+
+echo "# swapbench: corpus=$CORPUS ws=${WS_MIB}MiB limit=${LIMIT_MIB}MiB swap=$SWAPSIZE" \
+	"passes=$PASSES alg=$ALG rounds=$ROUNDS devices=$DEVICES flags=${WFLAGS:-none}" \
+	"pin=${PIN:-no} kernel=$(uname -r) cpus=$(nproc)" \
+	"loadavg=$(cut -d" " -f1-3 /proc/loadavg | tr " " /)"
+failed=0
+for r in $(seq "$ROUNDS"); do
+	for d in "${devs[@]}"; do
+		if run_one "$d"; then
+			res=$(cat "$TMP/res")
+			t=${res%% *}
+			times[$d]="${times[$d]} $t"
+			printf 'round %d %-12s %8.3f s  %s\n' "$r" "$d" "$t" "${res#* }"
+		else
+			teardown
+			fails[$d]=$(( ${fails[$d]} + 1 ))
+			failed=1
+			printf 'round %d %-12s FAILED\n' "$r" "$d"
+		fi
+	done
+done
+
+echo "# medians (workload seconds, fill + passes)"
+declare -A med
+for d in "${devs[@]}"; do
+	med[$d]=$(echo "${times[$d]}" | median)
+	printf '%-12s median %8s s  runs:%s  failures: %d\n' "$d" "${med[$d]}" "${times[$d]}" \
+		"${fails[$d]}"
+done
+ratio() { awk -v a="$1" -v b="$2" 'BEGIN { if (a + 0 > 0 && b + 0 > 0) printf "%.3f", a / b;
+	else printf "nan" }'; }
+json_ratios=
+for d in "${devs[@]}"; do
+	for base in noop zram; do
+		[ -n "${med[$base]+x}" ] || continue
+		case $base:$d in zram:zram | noop:zram | noop:noop*) continue ;; esac
+		rt=$(ratio "${med[$d]}" "${med[$base]}")
+		echo "ratio $d/$base $rt"
+		json_ratios="$json_ratios${json_ratios:+,}\"$d/$base\":$rt"
+	done
+done
+
+# machine-readable summary: the last line, one JSON object
+json_med='' json_runs=''
+for d in "${devs[@]}"; do
+	json_med="$json_med${json_med:+,}\"$d\":${med[$d]}"
+	json_runs="$json_runs${json_runs:+,}\"$d\":[$(echo "${times[$d]}" | sed 's/^ *//' | tr ' ' ',')]"
+done
+echo "{\"bench\":\"swapbench\",\"rounds\":$ROUNDS,\"ws_mib\":$WS_MIB,\"limit_mib\":$LIMIT_MIB," \
+	"\"passes\":$PASSES,\"order\":\"$ORDER\",\"alg\":\"$ALG\"," \
+	"\"median_s\":{$json_med},\"runs_s\":{$json_runs}," \
+	"\"ratios\":{$json_ratios},\"failed\":$failed}" | sed 's/, "/,"/g'
+exit $failed
