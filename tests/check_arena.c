@@ -135,11 +135,40 @@ static bool same(const void *p, size_t n, uint64_t seed)
 	return true;
 }
 
+/* The span a class of this size should use: most bytes per page, ties to
+ * the shorter span (as zsmalloc's get_pages_per_zspage). */
+static void best_span(size_t size, unsigned int *pages, unsigned int *objs)
+{
+	*pages = 1;
+	*objs = PAGE / size;
+	for (unsigned int k = 2; k <= 8; k++) {
+		unsigned int n = k * PAGE / size;
+
+		if ((uint64_t)n * *pages > (uint64_t)*objs * k) {
+			*pages = k;
+			*objs = n;
+		}
+	}
+}
+
+/* Rounded up to the class, then to the largest neighbouring class that
+ * packs the same objects into the same span length: the arena merges those
+ * since their memory per object is the same. */
 static size_t expect_capacity(size_t size)
 {
+	unsigned int k, n, k2, n2;
+
 	if (size < ARENA_MIN_OBJ)
 		size = ARENA_MIN_OBJ;
-	return (size + ARENA_CLASS_DELTA - 1) / ARENA_CLASS_DELTA * ARENA_CLASS_DELTA;
+	size = (size + ARENA_CLASS_DELTA - 1) / ARENA_CLASS_DELTA * ARENA_CLASS_DELTA;
+	best_span(size, &k, &n);
+	while (size + ARENA_CLASS_DELTA <= ARENA_MAX_OBJ) {
+		best_span(size + ARENA_CLASS_DELTA, &k2, &n2);
+		if (k2 != k || n2 != n)
+			break;
+		size += ARENA_CLASS_DELTA;
+	}
+	return size;
 }
 
 static unsigned int class_of(size_t size)
@@ -364,8 +393,16 @@ START_TEST(test_classes)
 			else
 				ck_assert_uint_le(used * c->pages_per_span, best * k);
 		}
-		/* 16 sizes per class, all live now */
-		ck_assert_uint_eq(c->objs_used, ci == 0 ? 32 : 16);
+		/* Every size 1..4096 is live now: a class holds the sizes that
+		 * round up to it, and those of classes merged into it. */
+		{
+			uint64_t expect = 0;
+
+			for (size_t size = 1; size <= ARENA_MAX_OBJ; size++)
+				if (expect_capacity(size) == c->size)
+					expect++;
+			ck_assert_uint_eq(c->objs_used, expect);
+		}
 	}
 	ck_assert_uint_eq(cls[ARENA_NR_CLASSES - 1].pages_per_span, 1);
 	ck_assert_uint_eq(cls[ARENA_NR_CLASSES - 1].size, 4096);
