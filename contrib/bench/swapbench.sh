@@ -13,6 +13,7 @@
 #   X-buf          the same FUSE file behind a buffered loop (no --direct-io)
 #   X-4k           --direct-io=on plus --sector-size 4096
 #   noop-mt        noop_fuse with libfuse's multi-threaded loop (loopmode=mt)
+#   zswapfs-t2     zswapfs with two request threads (-o threads=2)
 # Pages are visited in a fixed random order; -S: in address order (which lets the loop
 # devices' swap readahead help them, while zram, a synchronous device, gets none).
 # Needs root, a v1 memory cgroup at /sys/fs/cgroup/memory, and no other swap active.
@@ -163,6 +164,7 @@ setup_dev() {
 	buf) lo=() ;;
 	4k) lo=(--direct-io=on --sector-size 4096) ;;
 	mt) ;;
+	t2) ;;
 	*) log "unknown device variant $dev"; return 1 ;;
 	esac
 	case $base in
@@ -181,7 +183,7 @@ setup_dev() {
 		;;
 	zswapfs)
 		[ -x "$ZSWAPFS" ] || { log "$ZSWAPFS not built"; return 1; }
-		start_fuse "$ZSWAPFS" "algorithm=$ALG" || return 1
+		start_fuse "$ZSWAPFS" "algorithm=$ALG$([ "$var" = t2 ] && echo ,threads=2)" || return 1
 		;;
 	noop)
 		[ -x "$NOOP" ] || { log "$NOOP not built: run make in $here"; return 1; }

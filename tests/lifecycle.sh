@@ -1,0 +1,86 @@
+#!/bin/bash
+# SPDX-License-Identifier: GPL-2.0-or-later
+#
+# The daemon's life: SIGTERM, SIGINT, umount and fusermount3 -u end it
+# cleanly (exit 0, nothing left mounted); while a loop device holds the swap
+# file a stop signal is deferred, never drops stored pages, and completes
+# once the file is closed; without -f it detaches once the mount is ready.
+set -eu
+. "$(dirname "$0")/lib.sh"
+require_fuse
+require_root
+
+# wait_exit PID SECONDS: wait for PID (a child of this shell) to end and
+# set rc to its exit status; return 1 if it is still running.
+wait_exit() {
+	local pid=$1 i
+	for ((i = 0; i < $2 * 10; i++)); do
+		kill -0 "$pid" 2>/dev/null || break
+		sleep 0.1
+	done
+	kill -0 "$pid" 2>/dev/null && return 1
+	rc=0
+	wait "$pid" || rc=$?
+}
+
+# forget the clean-up of a daemon that ended by itself
+ended() {
+	drop_undo _zs_teardown "$ZS_MNT" "$ZS_PID" || true
+	_zs_is_mounted "$ZS_MNT" && fail "$ZS_MNT still mounted after the daemon ended"
+	rmdir -- "$ZS_MNT"
+}
+
+for sig in TERM INT; do
+	zs_mount size=64M
+	kill -"$sig" "$ZS_PID"
+	wait_exit "$ZS_PID" 10 || fail "SIG$sig did not end the daemon in 10 s"
+	[ "$rc" = 0 ] || fail "daemon exited $rc on SIG$sig"
+	ended
+	log "SIG$sig: exit 0, unmounted"
+done
+
+zs_mount size=64M
+umount "$ZS_MNT"
+wait_exit "$ZS_PID" 10 || fail "umount did not end the daemon"
+[ "$rc" = 0 ] || fail "daemon exited $rc after umount"
+ended
+log "umount: exit 0"
+
+# A loop device on the swap file: a stop must wait, and lose nothing.
+make_tmpdir
+zs_mount size=64M
+head -c 8M /dev/urandom > "$ZS_TMP/data"
+loop=$(losetup --find --show --direct-io=on "$ZS_MNT/swap")
+push_undo losetup -d "$loop"
+dd if="$ZS_TMP/data" of="$loop" bs=1M oflag=direct status=none
+kill -TERM "$ZS_PID"
+sleep 1
+zs_alive
+_zs_is_mounted "$ZS_MNT" || fail "the mount went away while the loop device held the file"
+grep -q "still open" "$ZS_LOG" || fail "no message about the deferred stop in the log"
+cmp <(dd if="$loop" bs=1M count=8 iflag=direct status=none) "$ZS_TMP/data" ||
+	fail "data read back through the loop device differs after SIGTERM"
+umount "$ZS_MNT" 2>/dev/null && fail "umount succeeded while a loop device held the file"
+losetup -d "$loop"
+drop_undo losetup -d "$loop"
+wait_exit "$ZS_PID" 10 || fail "the deferred stop did not happen after losetup -d"
+[ "$rc" = 0 ] || fail "daemon exited $rc after the deferred stop"
+ended
+log "SIGTERM with a loop device attached: deferred, then exit 0"
+
+# Without -f the daemon detaches once the mount is ready.
+mnt=$(mktemp -d "${TMPDIR:-/tmp}/zswapfs-mnt.XXXXXX")
+push_undo rmdir -- "$mnt"
+"$ZSWAPFS" zswapfs "$mnt" -o size=64M 2>"$ZS_TMP/bg.log" ||
+	fail "zswapfs without -f failed: $(cat "$ZS_TMP/bg.log")"
+_zs_is_mounted "$mnt" || fail "zswapfs without -f returned before the mount was ready"
+push_undo umount "$mnt"
+pid=$(pgrep -f "^$ZSWAPFS zswapfs $mnt" | head -n1)
+[ -n "$pid" ] || fail "no daemon process for $mnt"
+echo hello | dd of="$mnt/swap" bs=512 conv=sync oflag=direct status=none
+umount "$mnt"
+drop_undo umount "$mnt"
+for ((i = 0; i < 100; i++)); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
+kill -0 "$pid" 2>/dev/null && fail "detached daemon $pid still running after umount"
+log "background mode: detached, ended on umount"
+exit 0
