@@ -20,6 +20,8 @@ struct zs_config {
 	char algorithm[16];		/* codec name */
 	int64_t level;			/* 0 = the codec's default */
 	uint64_t mem_limit;		/* bytes; 0 = no limit */
+	int64_t threads;		/* request threads */
+	int64_t busy_poll_us;		/* spin this long for the next request */
 };
 
 /* Fill in the built-in defaults (size depends on the machine's RAM). */

@@ -465,11 +465,28 @@ static void *loop_thread(void *arg)
 		{ .fd = fuse_session_fd(t->se), .events = POLLIN },
 		{ .fd = t->fs->stop_fd, .events = POLLIN },
 	};
+	uint64_t idle_since = 0;
 	int res;
 
 	current_thread = t;
 	while (!fuse_session_exited(t->se)) {
 		res = fuse_session_receive_buf(t->se, &buf);
+		/*
+		 * Optional busy polling: looking for the next request a few
+		 * microseconds saves the wake-up of a sleeping thread (4 KiB
+		 * QD1 reads through loop: 40 -> 26 us) but takes a CPU from
+		 * the faulting task and the loop worker (see busy_poll_us in
+		 * config.c for why it is off by default).
+		 */
+		if (res == -EAGAIN && t->fs->busy_poll_ns) {
+			uint64_t now = now_ns();
+
+			if (!idle_since)
+				idle_since = now;
+			if (now - idle_since < t->fs->busy_poll_ns)
+				continue;
+		}
+		idle_since = 0;
 		if (res == -EAGAIN || res == -EINTR) {
 			if (poll(pfd, 2, -1) < 0 && errno != EINTR) {
 				t->err = -errno;
@@ -494,11 +511,12 @@ static void *loop_thread(void *arg)
 	return NULL;
 }
 
-int fs_init(struct fs *fs, struct store *st, unsigned int threads)
+int fs_init(struct fs *fs, struct store *st, unsigned int threads, unsigned int busy_poll_us)
 {
 	memset(fs, 0, sizeof(*fs));
 	fs->store = st;
 	fs->threads = threads ? threads : 1;
+	fs->busy_poll_ns = (uint64_t)busy_poll_us * 1000u;
 	clock_gettime(CLOCK_REALTIME, &fs->mount_time);
 	fs->stop_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
 	return fs->stop_fd < 0 ? -errno : 0;

@@ -26,6 +26,7 @@ struct fs {
 	struct stats_io io;
 	struct timespec mount_time;
 	unsigned int threads;		/* request threads */
+	uint64_t busy_poll_ns;		/* spin for the next request before poll() */
 	_Atomic int swap_opens;		/* open handles on `swap` */
 	int stop_fd;			/* eventfd: readable once a stop is requested */
 	_Atomic int stop_requested;	/* a signal asked us to stop */
@@ -33,7 +34,7 @@ struct fs {
 
 extern const struct fuse_lowlevel_ops fs_ops;
 
-int fs_init(struct fs *fs, struct store *st, unsigned int threads);
+int fs_init(struct fs *fs, struct store *st, unsigned int threads, unsigned int busy_poll_us);
 void fs_fini(struct fs *fs);
 
 /* Install SIGTERM/SIGINT/SIGHUP handlers that ask the loop to stop.  While

@@ -31,7 +31,6 @@ struct cmdline {
 	const char *config_file;
 	bool foreground;
 	bool debug;
-	unsigned int threads;
 	/* -o key=value pairs that are settings, applied after the file. */
 	char *settings[64];
 	int nr_settings;
@@ -51,7 +50,6 @@ static void usage(FILE *out)
 		"    -d              foreground, with FUSE debug output\n"
 		"    -c CONFIG       read settings from CONFIG (libconfig syntax)\n"
 		"    -o key=value    a setting (overrides the config file), or a FUSE option\n"
-		"    -o threads=N    request threads (default 1)\n"
 		"    -h, --help      this text\n"
 		"    -V, --version   the version\n\n");
 	config_print_help(out);
@@ -76,18 +74,7 @@ static int take_options(struct cmdline *cl, const char *arg)
 			keylen = sizeof(key) - 1;
 		memcpy(key, opt, keylen);
 		key[keylen] = '\0';
-		if (!strcmp(key, "threads")) {
-			char *end;
-			long n = eq ? strtol(eq + 1, &end, 10) : 0;
-
-			if (!eq || *end || n < 1 || n > 64) {
-				fprintf(stderr, "zswapfs: mount option: threads: '%s' is not a "
-					"number from 1 to 64\n", eq ? eq + 1 : "");
-				err = -EINVAL;
-				break;
-			}
-			cl->threads = (unsigned int)n;
-		} else if (config_has_key(key)) {
+		if (config_has_key(key)) {
 			if (!eq) {
 				fprintf(stderr, "zswapfs: mount option: %s needs a value "
 					"(%s=VALUE)\n", key, key);
@@ -126,7 +113,6 @@ static int parse_cmdline(struct cmdline *cl, int argc, char **argv)
 	int nr_nonopt = 0, c;
 
 	memset(cl, 0, sizeof(*cl));
-	cl->threads = 1;
 	fuse_opt_add_arg(&cl->fuse_args, argv[0]);
 	/* GNU getopt permutes: options may stand before or after the
 	 * operands, as mount.fuse3 puts them last and users anywhere. */
@@ -140,8 +126,7 @@ static int parse_cmdline(struct cmdline *cl, int argc, char **argv)
 			fuse_opt_add_arg(&cl->fuse_args, "-odebug");
 			break;
 		case 's':
-			cl->threads = 1;
-			break;
+					break;
 		case 'c':
 			cl->config_file = optarg;
 			break;
@@ -232,7 +217,7 @@ int main(int argc, char **argv)
 		fprintf(stderr, "zswapfs: cannot create the page store: %s\n", strerror(errno));
 		goto out_args;
 	}
-	err = fs_init(&fs, st, cl.threads);
+	err = fs_init(&fs, st, (unsigned int)cfg.threads, (unsigned int)cfg.busy_poll_us);
 	if (err) {
 		fprintf(stderr, "zswapfs: %s\n", strerror(-err));
 		goto out_store;

@@ -9,7 +9,7 @@
  * measures what compression, the store and our request handling cost beside the transport
  * (kernel -> loop worker -> /dev/fuse -> us and back), which no server can avoid.
  *
- *	noop_fuse MOUNTPOINT [-f] -o size=BYTES[,loopmode=poll|st|mt]
+ *	noop_fuse MOUNTPOINT [-f] -o size=BYTES[,loopmode=poll|st|mt][,busy_poll_us=N]
  *
  * loopmode=poll (default): one thread, non-blocking /dev/fuse, poll() when it is empty.
  * loopmode=st / mt: libfuse's own single- and multi-threaded loops, for comparison.
@@ -27,6 +27,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -47,11 +48,13 @@ struct noop {
 struct noop_opts {
 	char *size;
 	char *loopmode;
+	unsigned int busy_poll_us;
 };
 
 static const struct fuse_opt noop_opt_spec[] = {
 	{ "size=%s", offsetof(struct noop_opts, size), 0 },
 	{ "loopmode=%s", offsetof(struct noop_opts, loopmode), 0 },
+	{ "busy_poll_us=%u", offsetof(struct noop_opts, busy_poll_us), 0 },
 	FUSE_OPT_END
 };
 
@@ -279,8 +282,22 @@ static const struct fuse_lowlevel_ops noop_ops = {
  * One thread, no wake-ups between threads: read requests until /dev/fuse is empty, then sleep
  * in poll().  A signal (libfuse's handlers call fuse_session_exit) interrupts poll with EINTR.
  */
-static int noop_loop_poll(struct fuse_session *se)
+static uint64_t mono_ns(void)
 {
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+/*
+ * With busy_poll_us, an empty /dev/fuse is read again for that long before
+ * sleeping, as zswapfs does (its busy_poll_us setting, same default), so that
+ * the floor has the same request loop as the daemon it is compared with.
+ */
+static int noop_loop_poll(struct fuse_session *se, unsigned int busy_poll_us)
+{
+	uint64_t spin_ns = (uint64_t)busy_poll_us * 1000u, idle_since = 0;
 	struct fuse_buf fbuf = { .mem = NULL };
 	int fd = fuse_session_fd(se);
 	int flags = fcntl(fd, F_GETFL);
@@ -293,6 +310,15 @@ static int noop_loop_poll(struct fuse_session *se)
 	while (!fuse_session_exited(se)) {
 		int res = fuse_session_receive_buf(se, &fbuf);
 
+		if (res == -EAGAIN && spin_ns) {
+			uint64_t now = mono_ns();
+
+			if (!idle_since)
+				idle_since = now;
+			if (now - idle_since < spin_ns)
+				continue;
+		}
+		idle_since = 0;
 		if (res == -EAGAIN) {
 			struct pollfd pfd = { .fd = fd, .events = POLLIN };
 
@@ -347,7 +373,8 @@ int main(int argc, char *argv[])
 {
 	struct fuse_args args = FUSE_ARGS_INIT(argc, argv);
 	struct fuse_cmdline_opts cl;
-	struct noop_opts o = { NULL, NULL };
+	/* busy_poll_us: the same default as zswapfs */
+	struct noop_opts o = { NULL, NULL, 0 };
 	struct noop n = { .loop = NOOP_LOOP_POLL };
 	struct fuse_session *se;
 	int ret = 1;
@@ -403,7 +430,7 @@ int main(int argc, char *argv[])
 
 	switch (n.loop) {
 	case NOOP_LOOP_POLL:
-		ret = noop_loop_poll(se) ? 1 : 0;
+		ret = noop_loop_poll(se, o.busy_poll_us) ? 1 : 0;
 		break;
 	case NOOP_LOOP_ST:
 		ret = fuse_session_loop(se) ? 1 : 0;

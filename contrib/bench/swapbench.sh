@@ -14,6 +14,7 @@
 #   X-4k           --direct-io=on plus --sector-size 4096
 #   noop-mt        noop_fuse with libfuse's multi-threaded loop (loopmode=mt)
 #   zswapfs-t2     zswapfs with two request threads (-o threads=2)
+#   zswapfs-bpN    zswapfs busy-polling N microseconds (-o busy_poll_us=N; bp0: none)
 # Pages are visited in a fixed random order; -S: in address order (which lets the loop
 # devices' swap readahead help them, while zram, a synchronous device, gets none).
 # Needs root, a v1 memory cgroup at /sys/fs/cgroup/memory, and no other swap active.
@@ -163,8 +164,7 @@ setup_dev() {
 	"") ;;
 	buf) lo=() ;;
 	4k) lo=(--direct-io=on --sector-size 4096) ;;
-	mt) ;;
-	t2) ;;
+	mt | t2 | bp[0-9]*) ;;
 	*) log "unknown device variant $dev"; return 1 ;;
 	esac
 	case $base in
@@ -183,11 +183,17 @@ setup_dev() {
 		;;
 	zswapfs)
 		[ -x "$ZSWAPFS" ] || { log "$ZSWAPFS not built"; return 1; }
-		start_fuse "$ZSWAPFS" "algorithm=$ALG$([ "$var" = t2 ] && echo ,threads=2)" || return 1
+		local opts="algorithm=$ALG"
+		[ "$var" = t2 ] && opts="$opts,threads=2"
+		case $var in bp[0-9]*) opts="$opts,busy_poll_us=${var#bp}" ;; esac
+		start_fuse "$ZSWAPFS" "$opts" || return 1
 		;;
 	noop)
 		[ -x "$NOOP" ] || { log "$NOOP not built: run make in $here"; return 1; }
-		start_fuse "$NOOP" "$([ "$var" = mt ] && echo loopmode=mt)" || return 1
+		local nopts=
+		[ "$var" = mt ] && nopts=loopmode=mt
+		case $var in bp[0-9]*) nopts="busy_poll_us=${var#bp}" ;; esac
+		start_fuse "$NOOP" "$nopts" || return 1
 		;;
 	*)
 		log "unknown device $dev"; return 1 ;;

@@ -1,0 +1,164 @@
+/* SPDX-License-Identifier: GPL-2.0-or-later */
+/*
+ * Unit tests of the settings: size parsing, range checks, the config file
+ * and its error messages (which must name the file, the line and the key),
+ * and that a failed parse leaves the settings as they were.
+ */
+#include <check.h>
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "config.h"
+
+static char err[512];
+
+START_TEST(test_sizes)
+{
+	uint64_t v;
+
+	ck_assert_int_eq(config_parse_size("4096", false, &v), 0);
+	ck_assert_uint_eq(v, 4096);
+	ck_assert_int_eq(config_parse_size("512K", false, &v), 0);
+	ck_assert_uint_eq(v, 512u << 10);
+	ck_assert_int_eq(config_parse_size("64M", false, &v), 0);
+	ck_assert_uint_eq(v, 64u << 20);
+	ck_assert_int_eq(config_parse_size("4g", false, &v), 0);
+	ck_assert_uint_eq(v, UINT64_C(4) << 30);
+	ck_assert_int_eq(config_parse_size("2GB", false, &v), 0);
+	ck_assert_uint_eq(v, UINT64_C(2) << 30);
+	ck_assert_int_eq(config_parse_size("25%", true, &v), 0);
+	ck_assert_uint_gt(v, 0);
+	ck_assert_uint_eq(v % 4096, 0);
+
+	ck_assert_int_eq(config_parse_size("25%", false, &v), -EINVAL);
+	ck_assert_int_eq(config_parse_size("0%", true, &v), -EINVAL);
+	ck_assert_int_eq(config_parse_size("101%", true, &v), -EINVAL);
+	ck_assert_int_eq(config_parse_size("", false, &v), -EINVAL);
+	ck_assert_int_eq(config_parse_size("abc", false, &v), -EINVAL);
+	ck_assert_int_eq(config_parse_size("-5", false, &v), -EINVAL);
+	ck_assert_int_eq(config_parse_size("12Q", false, &v), -EINVAL);
+	ck_assert_int_eq(config_parse_size("1M junk", false, &v), -EINVAL);
+	ck_assert_int_eq(config_parse_size("99999999999999999999", false, &v), -EINVAL);
+	ck_assert_int_eq(config_parse_size("99999999999G", false, &v), -EINVAL);
+}
+END_TEST
+
+START_TEST(test_set_and_errors)
+{
+	struct zs_config cfg, before;
+
+	config_defaults(&cfg);
+	ck_assert_uint_gt(cfg.size, 0);
+	ck_assert_str_eq(cfg.algorithm, "lz4");
+	ck_assert_int_eq(cfg.threads, 1);
+
+	ck_assert_int_eq(config_set(&cfg, "size", "1G", "mount option", err, sizeof(err)), 0);
+	ck_assert_uint_eq(cfg.size, UINT64_C(1) << 30);
+	ck_assert_int_eq(config_set(&cfg, "algorithm", "zstd", "mount option", err,
+				    sizeof(err)), 0);
+	ck_assert_str_eq(cfg.algorithm, "zstd");
+	ck_assert_int_eq(config_set(&cfg, "level", "9", "mount option", err, sizeof(err)), 0);
+	ck_assert_int_eq(config_validate(&cfg, err, sizeof(err)), 0);
+
+	before = cfg;
+	ck_assert_int_eq(config_set(&cfg, "algorithm", "bogus", "mount option", err,
+				    sizeof(err)), -EINVAL);
+	ck_assert_ptr_nonnull(strstr(err, "algorithm"));
+	ck_assert_ptr_nonnull(strstr(err, "bogus"));
+	ck_assert_int_eq(config_set(&cfg, "size", "0", "mount option", err, sizeof(err)), -EINVAL);
+	ck_assert_ptr_nonnull(strstr(err, "size"));
+	ck_assert_int_eq(config_set(&cfg, "threads", "0", "mount option", err, sizeof(err)),
+			 -EINVAL);
+	ck_assert_int_eq(config_set(&cfg, "level", "1x", "mount option", err, sizeof(err)),
+			 -EINVAL);
+	ck_assert_int_eq(config_set(&cfg, "nosuch", "1", "mount option", err, sizeof(err)),
+			 -EINVAL);
+	ck_assert_ptr_nonnull(strstr(err, "nosuch"));
+	ck_assert_mem_eq(&cfg, &before, sizeof(cfg));
+
+	/* A level the algorithm does not have is caught across settings. */
+	ck_assert_int_eq(config_set(&cfg, "level", "22", "mount option", err, sizeof(err)), 0);
+	ck_assert_int_eq(config_set(&cfg, "algorithm", "lzo", "mount option", err, sizeof(err)), 0);
+	ck_assert_int_eq(config_validate(&cfg, err, sizeof(err)), -EINVAL);
+	ck_assert_ptr_nonnull(strstr(err, "level"));
+}
+END_TEST
+
+static char *write_file(const char *text)
+{
+	static char path[64];
+	FILE *f;
+
+	snprintf(path, sizeof(path), "/tmp/check_config.XXXXXX");
+	ck_assert_int_ge(mkstemp(path), 0);
+	f = fopen(path, "w");
+	ck_assert_ptr_nonnull(f);
+	fputs(text, f);
+	fclose(f);
+	return path;
+}
+
+START_TEST(test_file)
+{
+	struct zs_config cfg, before;
+	char *path;
+
+	config_defaults(&cfg);
+	path = write_file("# comment\nsize = \"2G\";\nalgorithm = \"lzo\";\nmem_limit = \"512M\";\n"
+			  "threads = 2;\n");
+	ck_assert_int_eq(config_load_file(&cfg, path, err, sizeof(err)), 0);
+	ck_assert_uint_eq(cfg.size, UINT64_C(2) << 30);
+	ck_assert_str_eq(cfg.algorithm, "lzo");
+	ck_assert_uint_eq(cfg.mem_limit, UINT64_C(512) << 20);
+	ck_assert_int_eq(cfg.threads, 2);
+	unlink(path);
+
+	/* A bad value names file, line and key, and changes nothing. */
+	before = cfg;
+	path = write_file("size = \"1G\";\n\nalgorithm = \"brotli\";\n");
+	ck_assert_int_eq(config_load_file(&cfg, path, err, sizeof(err)), -EINVAL);
+	ck_assert_ptr_nonnull(strstr(err, path));
+	ck_assert_ptr_nonnull(strstr(err, ":3:"));
+	ck_assert_ptr_nonnull(strstr(err, "algorithm"));
+	ck_assert_mem_eq(&cfg, &before, sizeof(cfg));
+	unlink(path);
+
+	/* An unknown key is an error too. */
+	path = write_file("size = \"1G\";\nsizee = \"1G\";\n");
+	ck_assert_int_eq(config_load_file(&cfg, path, err, sizeof(err)), -EINVAL);
+	ck_assert_ptr_nonnull(strstr(err, ":2:"));
+	ck_assert_ptr_nonnull(strstr(err, "sizee"));
+	unlink(path);
+
+	/* A syntax error names the line. */
+	path = write_file("size = \"1G\"\nalgorithm = ;\n");
+	ck_assert_int_eq(config_load_file(&cfg, path, err, sizeof(err)), -EINVAL);
+	ck_assert_ptr_nonnull(strstr(err, path));
+	unlink(path);
+
+	ck_assert_int_eq(config_load_file(&cfg, "/nonexistent/zswapfs.conf", err, sizeof(err)),
+			 -ENOENT);
+	ck_assert_ptr_nonnull(strstr(err, "/nonexistent/zswapfs.conf"));
+}
+END_TEST
+
+int main(void)
+{
+	Suite *s = suite_create("config");
+	TCase *tc = tcase_create("core");
+	SRunner *sr;
+	int failed;
+
+	tcase_add_test(tc, test_sizes);
+	tcase_add_test(tc, test_set_and_errors);
+	tcase_add_test(tc, test_file);
+	suite_add_tcase(s, tc);
+	sr = srunner_create(s);
+	srunner_run_all(sr, CK_NORMAL);
+	failed = srunner_ntests_failed(sr);
+	srunner_free(sr);
+	return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+}
