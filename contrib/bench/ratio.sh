@@ -15,11 +15,13 @@
 set -u
 
 here=$(cd "$(dirname "$0")" && pwd)
+# shellcheck source-path=SCRIPTDIR source=benchlib.sh
+. "$here/benchlib.sh"
+BENCH=ratio
 CORPUS=
 ALGS=lz4
 ZSWAPFS=$here/../../src/zswapfs
 DO_ZRAM=1
-ZRAM=/sys/block/zram0
 
 usage() {
 	sed -n '4,15p' "$0" | sed 's/^# \{0,1\}//' >&2
@@ -38,48 +40,7 @@ done
 if [ -z "$CORPUS" ] || [ ! -r "$CORPUS" ]; then usage; fi
 [ "$(id -u)" = 0 ] || { echo "ratio: needs root" >&2; exit 2; }
 
-log() { echo "ratio: $*" >&2; }
-
-MNT='' DPID='' ZRAM_USED='' TMP=''
-
-teardown() {
-	local rc=0
-	if [ -n "$MNT" ]; then
-		for _ in 1 2 3 4 5 6 7 8 9 10; do
-			mountpoint -q "$MNT" || break
-			fusermount3 -u "$MNT" 2>/dev/null || umount "$MNT" 2>/dev/null || sleep 0.5
-		done
-		mountpoint -q "$MNT" && { log "could not unmount $MNT"; rc=1; }
-	fi
-	if [ -n "$DPID" ]; then
-		for _ in $(seq 50); do
-			kill -0 "$DPID" 2>/dev/null || break
-			sleep 0.1
-		done
-		if kill -0 "$DPID" 2>/dev/null; then
-			log "daemon $DPID still running after unmount: killing it"
-			kill -9 "$DPID"; rc=1
-		fi
-		wait "$DPID" || { log "daemon exited with status $?"; rc=1; }
-		DPID=
-	fi
-	if [ -n "$MNT" ]; then
-		rmdir "$MNT" 2>/dev/null; MNT=
-	fi
-	if [ -n "$ZRAM_USED" ]; then
-		echo 1 > $ZRAM/reset || rc=1
-		ZRAM_USED=
-	fi
-	return $rc
-}
-# shellcheck disable=SC2317  # called from the trap
-cleanup() {
-	teardown
-	[ -n "$TMP" ] && rm -rf -- "$TMP"
-}
-trap cleanup EXIT
-trap 'log interrupted; exit 130' INT TERM HUP
-TMP=$(mktemp -d /tmp/ratio.XXXXXX)
+bench_init
 
 bytes=$(stat -c %s "$CORPUS")
 # device size: the corpus rounded up to MiB, plus 16 MiB
@@ -112,7 +73,7 @@ run_zram() {
 		log "zram: this kernel has no $alg (has: $(cat $ZRAM/comp_algorithm)); skipped"
 		return 0
 	fi
-	if [ "$(cat $ZRAM/disksize)" != 0 ]; then
+	if zram_busy; then
 		log "zram0 is in use by someone else; skipped"
 		failed=1
 		return 1
@@ -140,15 +101,7 @@ run_zswapfs() {
 		failed=1
 		return 1
 	fi
-	MNT=$(mktemp -d /tmp/ratio-mnt.XXXXXX)
-	"$ZSWAPFS" "$MNT" -f -o "size=$devsize,algorithm=$alg" 2> "$TMP/daemon.err" &
-	DPID=$!
-	for _ in $(seq 100); do
-		[ -e "$MNT/swap" ] && mountpoint -q "$MNT" && break
-		kill -0 "$DPID" 2>/dev/null || break
-		sleep 0.1
-	done
-	if ! [ -e "$MNT/stats" ]; then
+	if ! start_fuse "$ZSWAPFS" "$devsize" "algorithm=$alg"; then
 		log "zswapfs did not come up: $(cat "$TMP/daemon.err")"
 		failed=1; teardown; return 1
 	fi

@@ -21,6 +21,9 @@
 set -u
 
 here=$(cd "$(dirname "$0")" && pwd)
+# shellcheck source-path=SCRIPTDIR source=benchlib.sh
+. "$here/benchlib.sh"
+BENCH=swapbench
 CORPUS=
 ROUNDS=5
 DEVICES=zram,zswapfs,noop
@@ -35,7 +38,6 @@ ZSWAPFS=$here/../../src/zswapfs
 NOOP=$here/noop_fuse
 WORKLOAD=$here/workload
 CGROOT=/sys/fs/cgroup/memory
-ZRAM=/sys/block/zram0
 
 usage() {
 	sed -n '4,20p' "$0" | sed 's/^# \{0,1\}//' >&2
@@ -68,71 +70,8 @@ ORDER=seq
 case " $WFLAGS " in *" -R "*) ORDER=random ;; esac
 [ -x "$WORKLOAD" ] || { echo "swapbench: $WORKLOAD missing: run make in $here" >&2; exit 2; }
 
-log() { echo "swapbench: $*" >&2; }
-
-# ---- state of what this script created; cleanup() undoes exactly that ----------------
-SWAPDEV='' LOOPDEV='' MNT='' DPID='' CG='' ZRAM_USED='' SAMPLER='' TMP=''
-
-teardown() {
-	local rc=0
-	if [ -n "$SAMPLER" ]; then
-		kill "$SAMPLER" 2>/dev/null; wait "$SAMPLER" 2>/dev/null; SAMPLER=
-	fi
-	if [ -n "$SWAPDEV" ]; then
-		swapoff "$SWAPDEV" || { log "swapoff $SWAPDEV failed"; rc=1; }
-		SWAPDEV=
-	fi
-	if [ -n "$LOOPDEV" ]; then
-		losetup -d "$LOOPDEV" || { log "losetup -d $LOOPDEV failed"; rc=1; }
-		LOOPDEV=
-	fi
-	if [ -n "$MNT" ]; then
-		for _ in 1 2 3 4 5 6 7 8 9 10; do
-			mountpoint -q "$MNT" || break
-			fusermount3 -u "$MNT" 2>/dev/null || umount "$MNT" 2>/dev/null || sleep 0.5
-		done
-		mountpoint -q "$MNT" && { log "could not unmount $MNT"; rc=1; }
-	fi
-	if [ -n "$DPID" ]; then
-		for _ in $(seq 50); do
-			kill -0 "$DPID" 2>/dev/null || break
-			sleep 0.1
-		done
-		if kill -0 "$DPID" 2>/dev/null; then
-			log "daemon $DPID still running after unmount: killing it"
-			kill -9 "$DPID"; rc=1
-		fi
-		wait "$DPID"; DAEMON_RC=$?
-		[ "$DAEMON_RC" = 0 ] || { log "daemon exited with status $DAEMON_RC"; rc=1; }
-		DPID=
-	fi
-	if [ -n "$MNT" ]; then
-		rmdir "$MNT" 2>/dev/null; MNT=
-	fi
-	if [ -n "$ZRAM_USED" ]; then
-		echo 1 > $ZRAM/reset || rc=1
-		ZRAM_USED=
-	fi
-	if [ -n "$CG" ]; then
-		for _ in 1 2 3 4 5 6 7 8 9 10; do
-			rmdir "$CG" 2>/dev/null && break
-			sleep 0.2
-		done
-		[ -d "$CG" ] && { log "could not remove $CG"; rc=1; }
-		CG=
-	fi
-	return $rc
-}
-
-# shellcheck disable=SC2317  # called from the trap
-cleanup() {
-	teardown
-	[ -n "$TMP" ] && rm -rf -- "$TMP"
-}
-trap cleanup EXIT
-trap 'log interrupted; exit 130' INT TERM HUP
-
-TMP=$(mktemp -d /tmp/swapbench.XXXXXX)
+# teardown() and the traps undo on every path what this script creates (benchlib.sh)
+bench_init
 
 other_swap() { [ "$(tail -n +2 /proc/swaps | wc -l)" != 0 ]; }
 if other_swap; then
@@ -142,16 +81,9 @@ fi
 
 meminfo() { awk -v k="$1:" '$1 == k { print $2 }' /proc/meminfo; }
 
-# start a FUSE server ($1 = binary, $2 = extra -o options) on a fresh mount point
-start_fuse() {
-	MNT=$(mktemp -d /tmp/swapbench-mnt.XXXXXX)
-	$PIN "$1" "$MNT" -f -o "size=$SWAPSIZE${2:+,$2}" 2> "$TMP/daemon.err" &
-	DPID=$!
-	for _ in $(seq 100); do
-		[ -e "$MNT/swap" ] && mountpoint -q "$MNT" && return 0
-		kill -0 "$DPID" 2>/dev/null || break
-		sleep 0.1
-	done
+# start FUSE server $1 (extra -o options $2) for a device of SWAPSIZE
+start_fuse_dev() {
+	start_fuse "$1" "$SWAPSIZE" "$2" && return 0
 	log "$1 did not come up on $MNT: $(cat "$TMP/daemon.err")"
 	return 1
 }
@@ -169,7 +101,7 @@ setup_dev() {
 	esac
 	case $base in
 	zram)
-		if [ "$(cat $ZRAM/disksize)" != 0 ] || grep -q '^/dev/zram0 ' /proc/swaps; then
+		if zram_busy; then
 			log "zram0 is in use by someone else; refusing"
 			return 1
 		fi
@@ -186,14 +118,14 @@ setup_dev() {
 		local opts="algorithm=$ALG"
 		[ "$var" = t2 ] && opts="$opts,threads=2"
 		case $var in bp[0-9]*) opts="$opts,busy_poll_us=${var#bp}" ;; esac
-		start_fuse "$ZSWAPFS" "$opts" || return 1
+		start_fuse_dev "$ZSWAPFS" "$opts" || return 1
 		;;
 	noop)
 		[ -x "$NOOP" ] || { log "$NOOP not built: run make in $here"; return 1; }
 		local nopts=
 		[ "$var" = mt ] && nopts=loopmode=mt
 		case $var in bp[0-9]*) nopts="busy_poll_us=${var#bp}" ;; esac
-		start_fuse "$NOOP" "$nopts" || return 1
+		start_fuse_dev "$NOOP" "$nopts" || return 1
 		;;
 	*)
 		log "unknown device $dev"; return 1 ;;
