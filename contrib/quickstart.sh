@@ -33,11 +33,12 @@ fi
 "$top/contrib/deps.sh" >/dev/null
 cd "$top"
 [ -x configure ] || autoreconf -fi
-[ -f Makefile ] || ./configure
-make -j"$(nproc)"
+# Out of tree, in build/, as contrib/run-tests.sh does.
+mkdir -p build
+(cd build && { [ -f Makefile ] || ../configure; } && make -j"$(nproc)")
 
 mkdir -p "$mnt"
-"$top/src/zswapfs" zswapfs "$mnt"	# detaches once the mount is ready
+"$top/build/src/zswapfs" zswapfs "$mnt"	# detaches once the mount is ready
 dev=$(losetup --find --show --direct-io=on "$mnt/swap")
 mkswap "$dev" >/dev/null
 swapon --discard "$dev"
