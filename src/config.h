@@ -22,6 +22,17 @@ struct zs_config {
 	uint64_t mem_limit;		/* bytes; 0 = no limit */
 	int64_t threads;		/* request threads */
 	int64_t busy_poll_us;		/* spin this long for the next request */
+
+	/* Idle recompression (recompress.*) */
+	bool recompress_enabled;
+	char recompress_algorithm[16];
+	int64_t recompress_level;
+	int64_t recompress_idle_age;	/* seconds */
+	uint64_t recompress_threshold;	/* least bytes a page must save */
+	int64_t recompress_rate;	/* pages a second; 0 = no limit */
+
+	/* Self-compaction (compact.*) */
+	int64_t compact_threshold;	/* % of mem_used_total unused; 0 = off */
 };
 
 /* Fill in the built-in defaults (size depends on the machine's RAM). */

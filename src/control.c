@@ -1,10 +1,13 @@
 /* SPDX-License-Identifier: GPL-2.0-or-later */
 #include <errno.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdlib.h>
 #include <string.h>
 
+#include "config.h"
 #include "control.h"
-#include "log.h"
-#include "store.h"
+#include "policy.h"
 
 #define CONTROL_MAX_LEN		256
 #define CONTROL_MAX_ARGS	8
@@ -12,23 +15,108 @@
 struct control_cmd {
 	const char *name;
 	int min_args, max_args;		/* words after the name */
-	int (*run)(struct store *st, int argc, char **argv);
+	int (*run)(struct policy *pol, int argc, char **argv);
 	const char *usage;
 };
 
-static int cmd_compact(struct store *st, int argc, char **argv)
+/* "key=value" with key `key`: the value, else NULL. */
+static const char *arg_value(const char *arg, const char *key)
 {
-	uint64_t pages = store_compact(st);
+	size_t n = strlen(key);
 
-	log_info("compact: %llu pages given back", (unsigned long long)pages);
+	return !strncmp(arg, key, n) && arg[n] == '=' ? arg + n + 1 : NULL;
+}
+
+static int parse_u64(const char *text, uint64_t max, uint64_t *out)
+{
+	char *end;
+	unsigned long long v;
+
+	if (*text < '0' || *text > '9')
+		return -EINVAL;
+	errno = 0;
+	v = strtoull(text, &end, 10);
+	if (errno || *end || v > max)
+		return -EINVAL;
+	*out = v;
 	return 0;
 }
 
+static int cmd_compact(struct policy *pol, int argc, char **argv)
+{
+	policy_request_compact(pol);
+	return 0;
+}
+
+/* idle all | idle SECONDS */
+static int cmd_idle(struct policy *pol, int argc, char **argv)
+{
+	uint64_t secs;
+
+	if (!strcmp(argv[0], "all")) {
+		policy_mark_idle(pol, true, 0);
+		return 0;
+	}
+	if (parse_u64(argv[0], UINT32_MAX, &secs))
+		return -EINVAL;
+	policy_mark_idle(pol, false, (uint32_t)secs);
+	return 0;
+}
+
+/* recompress [type=idle|huge|huge_idle] [threshold=BYTES] [max_pages=N] */
+static int cmd_recompress(struct policy *pol, int argc, char **argv)
+{
+	static const struct {
+		const char *name;
+		enum policy_recomp_type type;
+	} types[] = {
+		{ "idle", POLICY_RECOMP_IDLE },
+		{ "huge", POLICY_RECOMP_HUGE },
+		{ "huge_idle", POLICY_RECOMP_HUGE_IDLE },
+	};
+	struct policy_recomp_request req = { .type = POLICY_RECOMP_ALL };
+	bool seen_type = false, seen_threshold = false, seen_max = false;
+	const char *v;
+	int i;
+
+	for (i = 0; i < argc; i++) {
+		if ((v = arg_value(argv[i], "type")) && !seen_type) {
+			size_t t;
+
+			for (t = 0; t < sizeof(types) / sizeof(types[0]); t++)
+				if (!strcmp(v, types[t].name))
+					break;
+			if (t == sizeof(types) / sizeof(types[0]))
+				return -EINVAL;
+			req.type = types[t].type;
+			seen_type = true;
+		} else if ((v = arg_value(argv[i], "threshold")) && !seen_threshold) {
+			uint64_t bytes;
+
+			if (config_parse_size(v, false, &bytes) || bytes == 0 || bytes >= 4096)
+				return -EINVAL;
+			req.threshold = (size_t)bytes;
+			seen_threshold = true;
+		} else if ((v = arg_value(argv[i], "max_pages")) && !seen_max) {
+			if (parse_u64(v, UINT64_MAX, &req.max_pages) || req.max_pages == 0)
+				return -EINVAL;
+			seen_max = true;
+		} else {
+			return -EINVAL;
+		}
+	}
+	return policy_request_recompress(pol, &req);
+}
+
+/* One line per command users can name; help and the man page follow it. */
 static const struct control_cmd commands[] = {
 	{ "compact", 0, 0, cmd_compact, "compact" },
+	{ "idle", 1, 1, cmd_idle, "idle all|SECONDS" },
+	{ "recompress", 0, 3, cmd_recompress,
+	  "recompress [type=idle|huge|huge_idle] [threshold=BYTES] [max_pages=N]" },
 };
 
-int control_run(struct store *st, const char *text, size_t len)
+int control_run(struct policy *pol, const char *text, size_t len)
 {
 	char line[CONTROL_MAX_LEN + 1], *argv[CONTROL_MAX_ARGS + 1], *save, *word;
 	int argc = 0;
@@ -59,7 +147,7 @@ int control_run(struct store *st, const char *text, size_t len)
 			continue;
 		if (argc - 1 < c->min_args || argc - 1 > c->max_args)
 			return -EINVAL;
-		return c->run(st, argc - 1, argv + 1);
+		return c->run(pol, argc - 1, argv + 1);
 	}
 	return -EINVAL;
 }

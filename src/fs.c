@@ -215,7 +215,7 @@ static void fs_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 		}
 		sh = malloc(sizeof(*sh));
 		if (sh)
-			sh->text = stats_snapshot(fs->store, &fs->io, &sh->len);
+			sh->text = stats_snapshot(fs->store, fs->policy, &fs->io, &sh->len);
 		if (!sh || !sh->text) {
 			free(sh);
 			fuse_reply_err(req, ENOMEM);
@@ -297,7 +297,7 @@ static void fs_write(fuse_req_t req, fuse_ino_t ino, const char *buf, size_t siz
 	int err;
 
 	if (ino == INO_CONTROL) {
-		err = control_run(fs->store, buf, size);
+		err = control_run(fs->policy, buf, size);
 		goto out;
 	}
 	if (ino != INO_SWAP || off < 0) {

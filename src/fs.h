@@ -20,9 +20,11 @@
 #include "stats.h"
 
 struct store;
+struct policy;
 
 struct fs {
 	struct store *store;
+	struct policy *policy;		/* background work; set before fs_loop */
 	struct stats_io io;
 	struct timespec mount_time;
 	unsigned int threads;		/* request threads */

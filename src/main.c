@@ -22,6 +22,7 @@
 #include "config.h"
 #include "fs.h"
 #include "harden.h"
+#include "policy.h"
 #include "log.h"
 #include "store.h"
 
@@ -192,6 +193,7 @@ out_err:
 
 int main(int argc, char **argv)
 {
+	struct policy_config pcfg;
 	struct store_params sp;
 	struct fuse_session *se;
 	struct zs_config cfg;
@@ -212,6 +214,8 @@ int main(int argc, char **argv)
 	sp.codec = codec_find(cfg.algorithm);
 	sp.level = (int)cfg.level;
 	sp.mem_limit = cfg.mem_limit;
+	sp.recomp_codec = codec_find(cfg.recompress_algorithm);
+	sp.recomp_level = (int)cfg.recompress_level;
 	st = store_create(&sp);
 	if (!st) {
 		fprintf(stderr, "zswapfs: cannot create the page store: %s\n", strerror(errno));
@@ -241,11 +245,25 @@ int main(int argc, char **argv)
 		 (unsigned long long)(cfg.size >> 20), cfg.algorithm,
 		 (unsigned long long)(cfg.mem_limit >> 20), fs.threads);
 
+	/* After fork and mlockall: threads do not survive fuse_daemonize's
+	 * fork, and their stacks must be locked. */
+	pcfg.recompress = cfg.recompress_enabled;
+	pcfg.idle_age = (uint32_t)cfg.recompress_idle_age;
+	pcfg.threshold = (size_t)cfg.recompress_threshold;
+	pcfg.rate = (uint32_t)cfg.recompress_rate;
+	pcfg.compact_threshold = (unsigned int)cfg.compact_threshold;
+	fs.policy = policy_start(st, &pcfg);
+	if (!fs.policy) {
+		log_err("cannot start the policy thread: %s", strerror(errno));
+		goto out_unmount;
+	}
+
 	err = fs_loop(&fs, se);
 	if (err)
 		log_err("request loop: %s", strerror(-err));
 	else
 		ret = 0;
+	policy_stop(fs.policy);
 
 out_unmount:
 	fuse_session_unmount(se);

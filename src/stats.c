@@ -6,6 +6,7 @@
 
 #include "arena.h"
 #include "codec.h"
+#include "policy.h"
 #include "stats.h"
 #include "store.h"
 
@@ -57,8 +58,10 @@ static void put(struct text *t, const char *key, uint64_t value)
 		t->len += (size_t)n < t->cap - t->len ? (size_t)n : t->cap - t->len - 1;
 }
 
-char *stats_snapshot(struct store *st, const struct stats_io *io, size_t *len)
+char *stats_snapshot(struct store *st, struct policy *pol, const struct stats_io *io,
+		     size_t *len)
 {
+	struct policy_stats ps = { 0 };
 	struct arena_class_stats cls[ARENA_NR_CLASSES];
 	struct store_counters c;
 	struct arena_stats as;
@@ -73,6 +76,8 @@ char *stats_snapshot(struct store *st, const struct stats_io *io, size_t *len)
 	/* Store counters first, then the arena: the arena can only have more
 	 * pages than the objects counted need, never fewer. */
 	store_get_counters(st, &c);
+	if (pol)
+		policy_get_stats(pol, &ps);
 	arena_get_stats(store_arena(st), &as);
 	arena_get_class_stats(store_arena(st), cls);
 
@@ -100,7 +105,15 @@ char *stats_snapshot(struct store *st, const struct stats_io *io, size_t *len)
 	for (i = 0; i < CODEC_COUNT; i++) {
 		snprintf(key, sizeof(key), "pages_%s", codec_by_id(i)->name);
 		put(&t, key, c.codec_pages[i]);
+		snprintf(key, sizeof(key), "bytes_%s", codec_by_id(i)->name);
+		put(&t, key, c.codec_bytes[i]);
 	}
+	put(&t, "recompressed", c.recompressed);
+	put(&t, "recompress_skipped", c.recompress_skipped);
+	put(&t, "recompress_incompressible", c.recompress_incompressible);
+	put(&t, "recompress_passes", ps.recompress_passes);
+	put(&t, "recompress_pending", ps.recompress_pending);
+	put(&t, "compactions", ps.compactions);
 	put(&t, "rss_bytes", stats_rss_bytes());
 	put(&t, "arena_mapped_bytes", as.pages_mapped * ARENA_PAGE_SIZE);
 	for (i = 0; i < STATS_REQ_COUNT; i++) {

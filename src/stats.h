@@ -14,6 +14,7 @@
 #include <stdint.h>
 
 struct store;
+struct policy;
 
 enum stats_req {
 	STATS_REQ_READ,
@@ -38,7 +39,8 @@ void stats_io_account(struct stats_io *io, enum stats_req kind, uint64_t bytes, 
  * Write the stats text into a new malloc'ed buffer; *len receives its
  * length.  Returns NULL on allocation failure.
  */
-char *stats_snapshot(struct store *st, const struct stats_io *io, size_t *len);
+char *stats_snapshot(struct store *st, struct policy *pol, const struct stats_io *io,
+		     size_t *len);
 
 /* The daemon's resident memory, in bytes, from /proc/self/statm. */
 uint64_t stats_rss_bytes(void);

@@ -26,6 +26,7 @@ enum slot_state {
 
 enum slot_flags {
 	SLOT_HUGE = 1 << 0,	/* stored raw: did not compress below STORE_HUGE_SIZE */
+	SLOT_NORECOMP = 1 << 1,	/* the recompress codec did not improve it: skip */
 };
 
 struct slot {
@@ -46,6 +47,8 @@ struct store {
 	uint64_t nr_pages;
 	const struct codec_ops *codec;
 	int level;
+	const struct codec_ops *recomp_codec;	/* NULL: no recompression */
+	int recomp_level;
 	struct arena *arena;
 	struct slot *slots;			/* nr_pages entries; mmap'ed */
 	size_t slots_bytes;
@@ -61,7 +64,7 @@ static pthread_mutex_t *slot_lock(struct store *st, uint64_t idx)
 	return &st->slot_locks[idx % STORE_LOCK_STRIPES];
 }
 
-static uint32_t store_now(const struct store *st)
+uint32_t store_now(const struct store *st)
 {
 	struct timespec ts;
 
@@ -85,6 +88,8 @@ struct store *store_create(const struct store_params *p)
 	st->nr_pages = p->size >> STORE_PAGE_SHIFT;
 	st->codec = p->codec;
 	st->level = p->level;
+	st->recomp_codec = p->recomp_codec;
+	st->recomp_level = p->recomp_level;
 	clock_gettime(CLOCK_MONOTONIC_COARSE, &st->epoch);
 
 	/* An anonymous mapping reads as zeros: every slot starts SLOT_EMPTY. */
@@ -134,13 +139,19 @@ int store_worker_init(struct store_worker *w, const struct store *st)
 		const struct codec_ops *ops = codec_by_id(id);
 
 		err = codec_ctx_init(&w->ctx[id], ops, ops == st->codec ? st->level : 0);
-		if (err) {
-			while (id--)
-				codec_ctx_fini(&w->ctx[id]);
-			return err;
-		}
+		if (err)
+			goto out_fini;
+	}
+	if (st->recomp_codec) {
+		err = codec_ctx_init(&w->rctx, st->recomp_codec, st->recomp_level);
+		if (err)
+			goto out_fini;
 	}
 	return 0;
+out_fini:
+	while (id--)
+		codec_ctx_fini(&w->ctx[id]);
+	return err;
 }
 
 void store_worker_fini(struct store_worker *w)
@@ -149,6 +160,12 @@ void store_worker_fini(struct store_worker *w)
 
 	for (id = 0; id < CODEC_COUNT; id++)
 		codec_ctx_fini(&w->ctx[id]);
+	codec_ctx_fini(&w->rctx);
+}
+
+uint64_t store_nr_pages(const struct store *st)
+{
+	return st->nr_pages;
 }
 
 uint64_t store_size(const struct store *st)
@@ -182,6 +199,7 @@ static void count_replace(struct store *st, const struct slot *old, const struct
 		} else {
 			c->compr_data_size -= old->size;
 			c->codec_pages[old->codec]--;
+			c->codec_bytes[old->codec] -= old->size;
 			if (old->flags & SLOT_HUGE)
 				c->huge_pages--;
 		}
@@ -193,6 +211,7 @@ static void count_replace(struct store *st, const struct slot *old, const struct
 		} else {
 			c->compr_data_size += new->size;
 			c->codec_pages[new->codec]++;
+			c->codec_bytes[new->codec] += new->size;
 			if (new->flags & SLOT_HUGE)
 				c->huge_pages++;
 		}
@@ -528,6 +547,104 @@ int store_discard(struct store *st, struct store_worker *w, uint64_t off, uint64
 		done += n;
 	}
 	return 0;
+}
+
+/* ---- recompression ---------------------------------------------------- */
+
+void store_slot_info(struct store *st, uint64_t idx, struct store_slot_info *info)
+{
+	pthread_mutex_t *lock = slot_lock(st, idx);
+	const struct slot *s = &st->slots[idx];
+
+	pthread_mutex_lock(lock);
+	info->candidate = s->state == SLOT_ARENA && !(s->flags & SLOT_NORECOMP) &&
+			  st->recomp_codec &&
+			  (s->codec != st->recomp_codec->id || (s->flags & SLOT_HUGE));
+	info->huge = s->flags & SLOT_HUGE;
+	info->size = s->size;
+	info->atime = s->atime;
+	pthread_mutex_unlock(lock);
+}
+
+/* The slot still holds the object we read (compared under the slot lock). */
+static bool slot_unchanged(const struct slot *now, const struct slot *then)
+{
+	return now->state == SLOT_ARENA && now->loc == then->loc;
+}
+
+static void mark_norecomp(struct store *st, uint64_t idx, const struct slot *then)
+{
+	pthread_mutex_t *lock = slot_lock(st, idx);
+
+	pthread_mutex_lock(lock);
+	if (slot_unchanged(&st->slots[idx], then))
+		st->slots[idx].flags |= SLOT_NORECOMP;
+	pthread_mutex_unlock(lock);
+}
+
+enum store_recomp_result store_recompress(struct store *st, struct store_worker *w,
+					  uint64_t idx, uint32_t idle_before, size_t threshold,
+					  bool huge_only)
+{
+	pthread_mutex_t *lock = slot_lock(st, idx);
+	struct slot then, new, old;
+	struct store_slot_info info;
+	uint64_t handle;
+	int clen, err;
+
+	if (!st->recomp_codec || idx >= st->nr_pages)
+		return STORE_RECOMP_NOT_ELIGIBLE;
+	/* Read the page under the lock, compress it without. */
+	pthread_mutex_lock(lock);
+	then = st->slots[idx];
+	info.candidate = then.state == SLOT_ARENA && !(then.flags & SLOT_NORECOMP) &&
+			 (then.codec != st->recomp_codec->id || (then.flags & SLOT_HUGE));
+	if (!info.candidate || then.atime > idle_before ||
+	    (huge_only && !(then.flags & SLOT_HUGE)) || then.size <= threshold) {
+		pthread_mutex_unlock(lock);
+		return STORE_RECOMP_NOT_ELIGIBLE;
+	}
+	err = slot_load_locked(st, w, idx, w->pbuf);
+	pthread_mutex_unlock(lock);
+	if (err) {
+		count_add(st, &st->counters.failed_reads, 1);
+		return STORE_RECOMP_NOT_ELIGIBLE;
+	}
+
+	clen = codec_compress(&w->rctx, w->pbuf, STORE_PAGE_SIZE, w->cbuf, STORE_HUGE_SIZE);
+	if (clen <= 0 || (unsigned int)clen > STORE_HUGE_SIZE) {
+		mark_norecomp(st, idx, &then);
+		count_add(st, &st->counters.recompress_incompressible, 1);
+		return STORE_RECOMP_INCOMPRESSIBLE;
+	}
+	if ((size_t)clen + threshold > then.size) {
+		mark_norecomp(st, idx, &then);
+		count_add(st, &st->counters.recompress_skipped, 1);
+		return STORE_RECOMP_SKIPPED;
+	}
+	if (arena_alloc(st->arena, (size_t)clen, (uint32_t)idx, &handle))
+		return STORE_RECOMP_NOMEM;
+	memcpy(arena_map(st->arena, handle), w->cbuf, (size_t)clen);
+
+	new = then;
+	new.loc = handle;
+	new.size = (uint16_t)clen;
+	new.codec = st->recomp_codec->id;
+	new.flags = (uint8_t)(then.flags & ~SLOT_HUGE);
+
+	pthread_mutex_lock(lock);
+	if (!slot_unchanged(&st->slots[idx], &then)) {
+		pthread_mutex_unlock(lock);
+		arena_free(st->arena, handle);
+		return STORE_RECOMP_RACED;
+	}
+	/* A read meanwhile moved atime on: keep it, recompression is no access. */
+	new.atime = st->slots[idx].atime;
+	old = slot_swap_locked(st, idx, &new);
+	pthread_mutex_unlock(lock);
+	slot_release(st, &old);
+	count_add(st, &st->counters.recompressed, 1);
+	return STORE_RECOMP_DONE;
 }
 
 /* ---- compaction -------------------------------------------------------- */

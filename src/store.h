@@ -47,11 +47,14 @@ struct store_params {
 	const struct codec_ops *codec;
 	int level;			/* 0 = the codec's default */
 	uint64_t mem_limit;		/* arena bytes; 0 = no limit */
+	const struct codec_ops *recomp_codec;	/* for idle pages; NULL: none */
+	int recomp_level;
 };
 
 /* Per-thread state: codec contexts and page buffers.  Never shared. */
 struct store_worker {
 	struct codec_ctx ctx[CODEC_COUNT];
+	struct codec_ctx rctx;			/* recompression, at its own level */
 	unsigned char cbuf[STORE_PAGE_SIZE];	/* compressed output */
 	unsigned char pbuf[STORE_PAGE_SIZE];	/* partial-page scratch */
 };
@@ -63,12 +66,16 @@ struct store_counters {
 	uint64_t same_pages;
 	uint64_t huge_pages;
 	uint64_t codec_pages[CODEC_COUNT];
+	uint64_t codec_bytes[CODEC_COUNT];	/* compr_data_size by codec */
 	uint64_t failed_reads;
 	uint64_t failed_writes;
 	uint64_t invalid_io;		/* requests past the end of the file */
 	uint64_t notify_free;		/* pages freed by discard */
 	uint64_t pages_read;
 	uint64_t pages_written;
+	uint64_t recompressed;		/* pages that took the smaller result */
+	uint64_t recompress_skipped;	/* saved less than the threshold: marked */
+	uint64_t recompress_incompressible; /* still over the huge size: marked */
 };
 
 struct store;
@@ -106,6 +113,41 @@ int store_write(struct store *st, struct store_worker *w, uint64_t off, const vo
  * from zeroing a partial page.
  */
 int store_discard(struct store *st, struct store_worker *w, uint64_t off, uint64_t len);
+
+/* What the recompression scan needs to know of a slot. */
+struct store_slot_info {
+	bool candidate;		/* in the arena, not yet tried with the recompress codec */
+	bool huge;
+	uint16_t size;		/* bytes in the arena */
+	uint32_t atime;		/* seconds since the store started */
+};
+
+/* Seconds since the store started: the clock of slot access times. */
+uint32_t store_now(const struct store *st);
+uint64_t store_nr_pages(const struct store *st);
+void store_slot_info(struct store *st, uint64_t idx, struct store_slot_info *info);
+
+enum store_recomp_result {
+	STORE_RECOMP_DONE,		/* smaller result stored */
+	STORE_RECOMP_SKIPPED,		/* saved less than threshold: marked, not retried */
+	STORE_RECOMP_INCOMPRESSIBLE,	/* did not fit below the huge size: marked */
+	STORE_RECOMP_NOT_ELIGIBLE,	/* empty, same-filled, tried, or not idle */
+	STORE_RECOMP_RACED,		/* rewritten or discarded meanwhile: left alone */
+	STORE_RECOMP_NOMEM,		/* no room for the new object: left alone */
+};
+
+/*
+ * Recompress page idx with the recompression codec (store_params) if it is
+ * idle (atime <= idle_before) and, with huge_only, stored raw.  The new
+ * result is kept only if it saves at least threshold bytes; a page that
+ * does not improve is marked so that it is not tried again until it is
+ * rewritten.  The slot lock is not held across compression: a page read,
+ * rewritten or discarded meanwhile keeps what the request did to it
+ * (STORE_RECOMP_RACED), and a read always gets the current data.
+ */
+enum store_recomp_result store_recompress(struct store *st, struct store_worker *w,
+					  uint64_t idx, uint32_t idle_before, size_t threshold,
+					  bool huge_only);
 
 /* Compact the arena.  Returns pages given back. */
 uint64_t store_compact(struct store *st);

@@ -1,0 +1,280 @@
+/* SPDX-License-Identifier: GPL-2.0-or-later */
+#include <errno.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/resource.h>
+#include <sys/syscall.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "arena.h"
+#include "harden.h"
+#include "log.h"
+#include "policy.h"
+#include "recompress.h"
+#include "store.h"
+
+/* How often the thread looks at the clock and the arena.  A full scan of
+ * the slot table for idle pages is cheap (a lock per slot), but once a
+ * second would be wasted on pages that age in minutes. */
+#define POLICY_TICK_S		1
+#define POLICY_AUTO_PASS_S	10
+/* Compaction that cannot free pages (every class keeps one partly used
+ * span) must not run again until this much more memory is unused. */
+#define POLICY_COMPACT_SLACK	(1u << 20)
+
+struct policy {
+	struct store *st;
+	struct policy_config cfg;
+	struct store_worker worker;
+	pthread_t tid;
+	_Atomic bool stop;
+
+	pthread_mutex_t lock;
+	pthread_cond_t wake;
+	/* protected by lock */
+	bool recomp_pending;
+	struct policy_recomp_request recomp_req;
+	bool compact_pending;
+	bool idle_marked;
+	uint32_t idle_mark;		/* pages with atime <= this are idle */
+
+	_Atomic uint64_t passes;
+	_Atomic uint64_t compactions;
+	_Atomic bool recomp_running;
+	uint64_t frag_floor;		/* unused bytes after the last compaction */
+};
+
+static uint64_t arena_unused_bytes(struct arena *a, uint64_t *used_bytes)
+{
+	struct arena_class_stats cls[ARENA_NR_CLASSES];
+	struct arena_stats as;
+	uint64_t unused = 0;
+	unsigned int i;
+
+	arena_get_stats(a, &as);
+	arena_get_class_stats(a, cls);
+	for (i = 0; i < ARENA_NR_CLASSES; i++)
+		unused += (cls[i].objs_capacity - cls[i].objs_used) * cls[i].size;
+	*used_bytes = as.pages_used * ARENA_PAGE_SIZE;
+	return unused;
+}
+
+static void compact(struct policy *pol, const char *why)
+{
+	uint64_t used, pages = store_compact(pol->st);
+
+	pol->frag_floor = arena_unused_bytes(store_arena(pol->st), &used);
+	atomic_fetch_add(&pol->compactions, 1);
+	if (pages)
+		log_info("compact (%s): %llu pages given back", why, (unsigned long long)pages);
+}
+
+static void maybe_compact(struct policy *pol)
+{
+	uint64_t used, unused;
+
+	if (!pol->cfg.compact_threshold)
+		return;
+	unused = arena_unused_bytes(store_arena(pol->st), &used);
+	if (unused * 100 > used * pol->cfg.compact_threshold &&
+	    unused > pol->frag_floor + POLICY_COMPACT_SLACK)
+		compact(pol, "fragmentation");
+	else if (unused < pol->frag_floor)
+		pol->frag_floor = unused;
+}
+
+static uint32_t idle_cutoff(const struct policy *pol, uint32_t idle_age)
+{
+	uint32_t now = store_now(pol->st);
+
+	return now > idle_age ? now - idle_age : 0;
+}
+
+static void run_pass(struct policy *pol, const struct recompress_pass *p, const char *why)
+{
+	struct recompress_result r;
+
+	if (recompress_run(pol->st, &pol->worker, p, &r)) {
+		log_warn("recompress (%s): no memory for the pass", why);
+		return;
+	}
+	atomic_fetch_add(&pol->passes, 1);
+	if (r.tried)
+		log_info("recompress (%s): %llu tried, %llu smaller, %llu kept", why,
+			 (unsigned long long)r.tried, (unsigned long long)r.recompressed,
+			 (unsigned long long)r.skipped);
+}
+
+/* An asked-for pass: the control file's words turned into a pass. */
+static void run_requested(struct policy *pol, const struct policy_recomp_request *req,
+			  bool idle_marked, uint32_t idle_mark)
+{
+	struct recompress_pass p = {
+		.idle_before = UINT32_MAX,
+		.threshold = req->threshold ? req->threshold : pol->cfg.threshold,
+		.max_pages = req->max_pages,
+		.rate = 0,	/* asked for: as fast as the (nice 19) thread goes */
+		.stop = &pol->stop,
+	};
+
+	if (req->type == POLICY_RECOMP_IDLE || req->type == POLICY_RECOMP_HUGE_IDLE)
+		p.idle_before = idle_marked ? idle_mark : idle_cutoff(pol, pol->cfg.idle_age);
+	p.huge_only = req->type == POLICY_RECOMP_HUGE || req->type == POLICY_RECOMP_HUGE_IDLE;
+	run_pass(pol, &p, "control");
+}
+
+static void *policy_thread(void *arg)
+{
+	struct policy *pol = arg;
+	time_t last_auto = time(NULL);
+
+	/* Below every request: see the header on why not SCHED_IDLE. */
+	if (setpriority(PRIO_PROCESS, (id_t)syscall(SYS_gettid), 19))
+		log_warn("policy thread: cannot lower its priority");
+
+	pthread_mutex_lock(&pol->lock);
+	while (!atomic_load(&pol->stop)) {
+		struct timespec until;
+
+		if (pol->recomp_pending) {
+			struct policy_recomp_request req = pol->recomp_req;
+			bool marked = pol->idle_marked;
+			uint32_t mark = pol->idle_mark;
+
+			atomic_store(&pol->recomp_running, true);
+			pol->recomp_pending = false;
+			pthread_mutex_unlock(&pol->lock);
+			run_requested(pol, &req, marked, mark);
+			atomic_store(&pol->recomp_running, false);
+			pthread_mutex_lock(&pol->lock);
+			continue;
+		}
+		if (pol->compact_pending) {
+			pol->compact_pending = false;
+			pthread_mutex_unlock(&pol->lock);
+			compact(pol, "control");
+			pthread_mutex_lock(&pol->lock);
+			continue;
+		}
+		pthread_mutex_unlock(&pol->lock);
+
+		maybe_compact(pol);
+		if (pol->cfg.recompress && time(NULL) - last_auto >= POLICY_AUTO_PASS_S) {
+			struct recompress_pass p = {
+				.idle_before = idle_cutoff(pol, pol->cfg.idle_age),
+				.threshold = pol->cfg.threshold,
+				.rate = pol->cfg.rate,
+				.stop = &pol->stop,
+			};
+
+			/* Idle pages only, never ones touched within idle_age. */
+			if (store_now(pol->st) >= pol->cfg.idle_age)
+				run_pass(pol, &p, "idle");
+			last_auto = time(NULL);
+		}
+
+		pthread_mutex_lock(&pol->lock);
+		if (pol->recomp_pending || pol->compact_pending || atomic_load(&pol->stop))
+			continue;
+		clock_gettime(CLOCK_REALTIME, &until);
+		until.tv_sec += POLICY_TICK_S;
+		pthread_cond_timedwait(&pol->wake, &pol->lock, &until);
+	}
+	pthread_mutex_unlock(&pol->lock);
+	return NULL;
+}
+
+struct policy *policy_start(struct store *st, const struct policy_config *cfg)
+{
+	struct policy *pol = calloc(1, sizeof(*pol));
+	pthread_attr_t attr;
+	int err;
+
+	if (!pol)
+		return NULL;
+	pol->st = st;
+	pol->cfg = *cfg;
+	err = store_worker_init(&pol->worker, st);
+	if (err)
+		goto out_free;
+	pthread_mutex_init(&pol->lock, NULL);
+	pthread_cond_init(&pol->wake, NULL);
+	pthread_attr_init(&attr);
+	pthread_attr_setstacksize(&attr, HARDEN_THREAD_STACK);
+	err = -pthread_create(&pol->tid, &attr, policy_thread, pol);
+	pthread_attr_destroy(&attr);
+	if (err)
+		goto out_worker;
+	return pol;
+
+out_worker:
+	store_worker_fini(&pol->worker);
+	pthread_cond_destroy(&pol->wake);
+	pthread_mutex_destroy(&pol->lock);
+out_free:
+	free(pol);
+	errno = -err;
+	return NULL;
+}
+
+void policy_stop(struct policy *pol)
+{
+	if (!pol)
+		return;
+	pthread_mutex_lock(&pol->lock);
+	atomic_store(&pol->stop, true);
+	pthread_cond_signal(&pol->wake);
+	pthread_mutex_unlock(&pol->lock);
+	pthread_join(pol->tid, NULL);
+	store_worker_fini(&pol->worker);
+	pthread_cond_destroy(&pol->wake);
+	pthread_mutex_destroy(&pol->lock);
+	free(pol);
+}
+
+int policy_request_recompress(struct policy *pol, const struct policy_recomp_request *req)
+{
+	int err = 0;
+
+	pthread_mutex_lock(&pol->lock);
+	if (pol->recomp_pending || atomic_load(&pol->recomp_running)) {
+		err = -EBUSY;
+	} else {
+		pol->recomp_req = *req;
+		pol->recomp_pending = true;
+		pthread_cond_signal(&pol->wake);
+	}
+	pthread_mutex_unlock(&pol->lock);
+	return err;
+}
+
+void policy_request_compact(struct policy *pol)
+{
+	pthread_mutex_lock(&pol->lock);
+	pol->compact_pending = true;
+	pthread_cond_signal(&pol->wake);
+	pthread_mutex_unlock(&pol->lock);
+}
+
+void policy_mark_idle(struct policy *pol, bool all, uint32_t seconds)
+{
+	uint32_t now = store_now(pol->st);
+
+	pthread_mutex_lock(&pol->lock);
+	pol->idle_marked = true;
+	/* atime has a resolution of one second: `all` takes this second too. */
+	pol->idle_mark = all ? now : (now > seconds ? now - seconds : 0);
+	pthread_mutex_unlock(&pol->lock);
+}
+
+void policy_get_stats(struct policy *pol, struct policy_stats *ps)
+{
+	ps->recompress_passes = atomic_load(&pol->passes);
+	pthread_mutex_lock(&pol->lock);
+	ps->recompress_pending = pol->recomp_pending || atomic_load(&pol->recomp_running);
+	pthread_mutex_unlock(&pol->lock);
+	ps->compactions = atomic_load(&pol->compactions);
+}

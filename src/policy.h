@@ -1,0 +1,67 @@
+/* SPDX-License-Identifier: GPL-2.0-or-later */
+/*
+ * policy: the background thread that decides when to do slow work, so
+ * that the request thread never does it:
+ *   - recompress pages idle longer than recompress.idle_age, on a timer,
+ *     at most recompress.rate pages a second;
+ *   - compact the arena when more than compact.threshold % of its memory
+ *     holds no object;
+ *   - run what the control file asks (recompress, compact, idle marks):
+ *     the write returns at once and the work happens here.
+ * The thread runs at nice 19, so it yields the CPU to requests and to the
+ * programs that swap.  (Not SCHED_IDLE: holding a slot or class lock, an
+ * idle-class thread could be kept off the CPU for long while a request
+ * waits for that lock.)
+ */
+#ifndef ZSWAPFS_POLICY_H
+#define ZSWAPFS_POLICY_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+struct store;
+
+struct policy_config {
+	bool recompress;		/* automatic idle recompression */
+	uint32_t idle_age;		/* seconds */
+	size_t threshold;		/* bytes a page must save */
+	uint32_t rate;			/* pages a second; 0 = no limit */
+	unsigned int compact_threshold;	/* % of arena memory unused; 0 = off */
+};
+
+enum policy_recomp_type {
+	POLICY_RECOMP_ALL,		/* no type= given: every page */
+	POLICY_RECOMP_IDLE,
+	POLICY_RECOMP_HUGE,
+	POLICY_RECOMP_HUGE_IDLE,
+};
+
+struct policy_recomp_request {
+	enum policy_recomp_type type;
+	size_t threshold;		/* 0: recompress.threshold */
+	uint64_t max_pages;		/* 0: no limit */
+};
+
+struct policy_stats {
+	uint64_t recompress_passes;	/* finished passes, automatic and asked for */
+	uint64_t recompress_pending;	/* 1 while an asked-for pass waits or runs */
+	uint64_t compactions;
+};
+
+struct policy;
+
+/* Start the thread.  NULL with errno set on failure. */
+struct policy *policy_start(struct store *st, const struct policy_config *cfg);
+void policy_stop(struct policy *pol);
+
+/* From the control file.  0, or -EBUSY while an asked-for pass is pending,
+ * -EINVAL when the store has no recompression codec. */
+int policy_request_recompress(struct policy *pol, const struct policy_recomp_request *req);
+void policy_request_compact(struct policy *pol);
+/* `idle all`: every page stored now counts as idle; `idle SECONDS`: pages
+ * untouched that long.  Idle marks are what type=idle passes use. */
+void policy_mark_idle(struct policy *pol, bool all, uint32_t seconds);
+
+void policy_get_stats(struct policy *pol, struct policy_stats *ps);
+
+#endif
