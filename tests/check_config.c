@@ -12,6 +12,7 @@
 #include <unistd.h>
 
 #include "config.h"
+#include "testutil.h"
 
 static char err[512];
 
@@ -149,16 +150,10 @@ int main(void)
 {
 	Suite *s = suite_create("config");
 	TCase *tc = tcase_create("core");
-	SRunner *sr;
-	int failed;
 
 	tcase_add_test(tc, test_sizes);
 	tcase_add_test(tc, test_set_and_errors);
 	tcase_add_test(tc, test_file);
 	suite_add_tcase(s, tc);
-	sr = srunner_create(s);
-	srunner_run_all(sr, CK_NORMAL);
-	failed = srunner_ntests_failed(sr);
-	srunner_free(sr);
-	return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+	return run_suite(s);
 }

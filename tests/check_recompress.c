@@ -14,18 +14,7 @@
 
 #include "recompress.h"
 #include "store.h"
-
-#define PG STORE_PAGE_SIZE
-
-static uint64_t rnd_state = 88172645463325252ull;
-
-static uint64_t rnd(void)
-{
-	rnd_state ^= rnd_state << 13;
-	rnd_state ^= rnd_state >> 7;
-	rnd_state ^= rnd_state << 17;
-	return rnd_state;
-}
+#include "testutil.h"
 
 /* `noise` random bytes, then text that zstd packs better than lz4: the
  * noise sets the compressed size, the text the saving. */
@@ -52,28 +41,7 @@ static void fill_page(unsigned char *p, size_t noise, uint64_t seed)
 
 static struct store *make_store(uint64_t pages)
 {
-	struct store_params sp = {
-		.size = pages * PG, .codec = codec_find("lz4"),
-		.recomp_codec = codec_find("zstd"), .recomp_level = 3,
-	};
-	struct store *st = store_create(&sp);
-
-	ck_assert_ptr_nonnull(st);
-	return st;
-}
-
-static struct store_worker *make_worker(struct store *st)
-{
-	struct store_worker *w = malloc(sizeof(*w));
-
-	ck_assert_int_eq(store_worker_init(w, st), 0);
-	return w;
-}
-
-static void free_worker(struct store_worker *w)
-{
-	store_worker_fini(w);
-	free(w);
+	return make_store_with(pages, "lz4", 0, "zstd");
 }
 
 static uint16_t slot_size(struct store *st, uint64_t idx)
@@ -145,11 +113,9 @@ START_TEST(test_threshold_and_marks)
 	struct recompress_result r;
 	struct store_counters c;
 	unsigned char page[PG], noise[PG];
-	size_t i;
 
 	fill_page(page, 1000, 1);
-	for (i = 0; i < PG; i++)
-		noise[i] = (unsigned char)rnd();
+	fill_random(noise, PG);
 	ck_assert_int_eq(store_write(st, w, 0, page, PG), 0);
 	ck_assert_int_eq(store_write(st, w, PG, noise, PG), 0);
 	ck_assert_int_eq(recompress_run(st, w, &p, &r), 0);
@@ -191,7 +157,6 @@ START_TEST(test_idle_and_huge)
 	struct recompress_result r;
 	unsigned char old[PG], young[PG], raw[PG];
 	uint32_t t_old;
-	size_t i;
 
 	fill_page(old, 500, 1);
 	fill_page(young, 500, 2);
@@ -221,8 +186,7 @@ START_TEST(test_idle_and_huge)
 
 	/* A raw page (random bytes): only huge_only passes take it, and it
 	 * is marked when zstd cannot shrink it either. */
-	for (i = 0; i < PG; i++)
-		raw[i] = (unsigned char)rnd();
+	fill_random(raw, PG);
 	ck_assert_int_eq(store_write(st, w, 2 * PG, raw, PG), 0);
 	p.idle_before = UINT32_MAX;
 	p.huge_only = true;
@@ -334,8 +298,6 @@ int main(void)
 {
 	Suite *s = suite_create("recompress");
 	TCase *tc = tcase_create("core");
-	SRunner *sr;
-	int failed;
 
 	tcase_set_timeout(tc, 120);
 	tcase_add_test(tc, test_largest_first);
@@ -343,9 +305,5 @@ int main(void)
 	tcase_add_test(tc, test_idle_and_huge);
 	tcase_add_test(tc, test_concurrent_io_during_passes);
 	suite_add_tcase(s, tc);
-	sr = srunner_create(s);
-	srunner_run_all(sr, CK_NORMAL);
-	failed = srunner_ntests_failed(sr);
-	srunner_free(sr);
-	return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+	return run_suite(s);
 }

@@ -12,18 +12,7 @@
 #include <string.h>
 
 #include "store.h"
-
-#define PG STORE_PAGE_SIZE
-
-static uint64_t rng_state = 0x9e3779b97f4a7c15ull;
-
-static uint64_t rnd(void)
-{
-	rng_state ^= rng_state << 13;
-	rng_state ^= rng_state >> 7;
-	rng_state ^= rng_state << 17;
-	return rng_state;
-}
+#include "testutil.h"
 
 /* A page that compresses like real memory: words from a small vocabulary,
  * small integers and runs of zeros. */
@@ -48,38 +37,9 @@ static void fill_text(unsigned char *p, size_t len, uint64_t seed)
 	}
 }
 
-static void fill_random(unsigned char *p, size_t len)
-{
-	size_t i;
-
-	for (i = 0; i < len; i++)
-		p[i] = (unsigned char)rnd();
-}
-
 static struct store *make_store(uint64_t size, const char *codec, uint64_t limit)
 {
-	struct store_params sp = {
-		.size = size, .codec = codec_find(codec), .level = 0, .mem_limit = limit,
-	};
-	struct store *st = store_create(&sp);
-
-	ck_assert_ptr_nonnull(st);
-	return st;
-}
-
-static struct store_worker *make_worker(struct store *st)
-{
-	struct store_worker *w = malloc(sizeof(*w));
-
-	ck_assert_ptr_nonnull(w);
-	ck_assert_int_eq(store_worker_init(w, st), 0);
-	return w;
-}
-
-static void free_worker(struct store_worker *w)
-{
-	store_worker_fini(w);
-	free(w);
+	return make_store_with(size / PG, codec, limit, NULL);
 }
 
 static void assert_reads(struct store *st, struct store_worker *w, uint64_t off,
@@ -446,11 +406,5 @@ static Suite *store_suite(void)
 
 int main(void)
 {
-	SRunner *sr = srunner_create(store_suite());
-	int failed;
-
-	srunner_run_all(sr, CK_NORMAL);
-	failed = srunner_ntests_failed(sr);
-	srunner_free(sr);
-	return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+	return run_suite(store_suite());
 }
