@@ -3,14 +3,17 @@
 #
 # ratio.sh - memory ratio of kernel zram and zswapfs on the same data.
 #
-#   ratio.sh -c CORPUS [-a ALGORITHMS] [-Z ZSWAPFS] [-n]
+#   ratio.sh -c CORPUS [-a ALGORITHMS] [-Z ZSWAPFS] [-n] [-R] [-C]
 #
 # Writes CORPUS (see mkcorpus) once into /dev/zram0 and once into a fresh zswapfs mount
 # (dd bs=1M oflag=direct), reads back orig_data_size, compr_data_size and mem_used_total
 # and prints orig/mem_used_total (what the memory saving really is) and orig/compr (the
 # codec alone).  Then reads the data back and compares it with CORPUS.
 # ALGORITHMS: comma separated, default lz4 (e.g. lz4,lzo,zstd; zram gets those its kernel
-# knows).  -n: zswapfs only.
+# knows).  -n: zswapfs only.  zswapfs runs with recompress.enabled=false.
+# With lz4 in ALGORITHMS, the lz4 mount then gets `idle all` and `recompress type=idle`
+# (zstd), then `compact`, and the row "zswapfs lz4+zstd" (verified too).  -R: no such row;
+# -C: no compact before it.
 # Needs root; zram0 must be unused (disksize 0).
 set -u
 
@@ -22,18 +25,24 @@ CORPUS=
 ALGS=lz4
 ZSWAPFS=$here/../../src/zswapfs
 DO_ZRAM=1
+DO_RECOMP=1
+DO_COMPACT=1
+# how long a recompress pass or a compaction may take before the run fails
+WAIT_S=300
 
 usage() {
-	sed -n '4,15p' "$0" | sed 's/^# \{0,1\}//' >&2
+	sed -n '4,18p' "$0" | sed 's/^# \{0,1\}//' >&2
 	exit 2
 }
 
-while getopts c:a:Z:nh opt; do
+while getopts c:a:Z:nRCh opt; do
 	case $opt in
 	c) CORPUS=$OPTARG ;;
 	a) ALGS=$OPTARG ;;
 	Z) ZSWAPFS=$OPTARG ;;
 	n) DO_ZRAM= ;;
+	R) DO_RECOMP= ;;
+	C) DO_COMPACT= ;;
 	*) usage ;;
 	esac
 done
@@ -48,15 +57,15 @@ devsize=$(( (bytes + (1 << 20) - 1) / (1 << 20) * (1 << 20) + (16 << 20) ))
 failed=0
 json=''
 
-report() {	# device alg orig compr mem_used same huge
+report() {	# device alg orig compr mem_used same huge [extra JSON members]
 	local r1 r2
 	r1=$(awk -v a="$3" -v b="$5" 'BEGIN { if (b > 0) printf "%.3f", a / b; else print "nan" }')
 	r2=$(awk -v a="$3" -v b="$4" 'BEGIN { if (b > 0) printf "%.3f", a / b; else print "nan" }')
-	printf '%-8s %-8s %14s %15s %14s %9s %9s %10s %10s\n' "$1" "$2" "$3" "$4" "$5" "$r1" "$r2" \
+	printf '%-8s %-9s %14s %15s %14s %9s %9s %10s %10s\n' "$1" "$2" "$3" "$4" "$5" "$r1" "$r2" \
 		"$6" "$7"
 	json="$json${json:+,}{\"device\":\"$1\",\"alg\":\"$2\",\"orig_data_size\":$3,"
 	json="$json\"compr_data_size\":$4,\"mem_used_total\":$5,\"ratio_mem\":$r1,"
-	json="$json\"ratio_compr\":$r2,\"same_pages\":$6,\"huge_pages\":$7}"
+	json="$json\"ratio_compr\":$r2,\"same_pages\":$6,\"huge_pages\":$7${8:+,$8}}"
 }
 
 verify() {	# file-or-device
@@ -94,6 +103,70 @@ run_zram() {
 
 stat_of() { awk -v k="$1" '$1 == k { print $2 }' "$MNT/stats"; }
 
+# one command to MNT/control (one write: printf is a builtin)
+control() {
+	printf '%s\n' "$1" > "$MNT/control" && return 0
+	log "zswapfs: control command '$1' failed"
+	return 1
+}
+
+# wait until stats key $1 satisfies awk test $2 (on v), for at most WAIT_S seconds
+wait_stat() {
+	local t0=$SECONDS v
+	while :; do
+		v=$(stat_of "$1")
+		[ -n "$v" ] && awk -v v="$v" "BEGIN { exit !($2) }" && return 0
+		if [ $(( SECONDS - t0 )) -ge $WAIT_S ]; then
+			log "zswapfs: $1=${v:-missing} still not $2 after ${WAIT_S}s"
+			return 1
+		fi
+		sleep 0.2
+	done
+}
+
+# lz4 mount already filled: every page idle, recompress them with the daemon's
+# recompress.algorithm (zstd by default), compact, report and verify the result
+run_recompress() {
+	local t0 t1 secs pre c0 extra
+	if [ -z "$(stat_of recompress_pending)" ]; then
+		log "zswapfs: $ZSWAPFS has no recompression (no recompress_pending); lz4+zstd skipped"
+		failed=1
+		return 1
+	fi
+	t0=$(date +%s.%N)
+	if ! { control "idle all" && control "recompress type=idle" &&
+		wait_stat recompress_pending 'v == 0'; }; then
+		failed=1
+		return 1
+	fi
+	t1=$(date +%s.%N)
+	secs=$(awk -v a="$t0" -v b="$t1" 'BEGIN { printf "%.3f", b - a }')
+	pre=$(stat_of mem_used_total)
+	if [ -n "$DO_COMPACT" ]; then
+		c0=$(stat_of compactions)
+		if ! { control compact && wait_stat compactions "v > $c0"; }; then
+			failed=1
+			return 1
+		fi
+	fi
+	cp "$MNT/stats" "$TMP/stats.lz4+zstd"
+	log "recompress pass: ${secs}s recompressed=$(stat_of recompressed)" \
+		"skipped=$(stat_of recompress_skipped)" \
+		"incompressible=$(stat_of recompress_incompressible)" \
+		"pages_lz4=$(stat_of pages_lz4) pages_zstd=$(stat_of pages_zstd)" \
+		"mem_used_total before/after compact=$pre/$(stat_of mem_used_total)"
+	extra="\"recompress_s\":$secs,\"mem_used_before_compact\":$pre"
+	extra="$extra,\"compacted\":$([ -n "$DO_COMPACT" ] && echo true || echo false)"
+	local k
+	for k in recompressed recompress_skipped recompress_incompressible pages_lz4 pages_zstd \
+		bytes_lz4 bytes_zstd; do
+		extra="$extra,\"$k\":$(stat_of $k)"
+	done
+	report zswapfs lz4+zstd "$(stat_of orig_data_size)" "$(stat_of compr_data_size)" \
+		"$(stat_of mem_used_total)" "$(stat_of same_pages)" "$(stat_of huge_pages)" "$extra"
+	verify "$MNT/swap"
+}
+
 run_zswapfs() {
 	local alg=$1
 	if [ ! -x "$ZSWAPFS" ]; then
@@ -101,7 +174,9 @@ run_zswapfs() {
 		failed=1
 		return 1
 	fi
-	if ! start_fuse "$ZSWAPFS" "$devsize" "algorithm=$alg"; then
+	# no background pass: the figures are the codec's alone (and the pass asked for in
+	# run_recompress is the only one)
+	if ! start_fuse "$ZSWAPFS" "$devsize" "algorithm=$alg,recompress.enabled=false"; then
 		log "zswapfs did not come up: $(cat "$TMP/daemon.err")"
 		failed=1; teardown; return 1
 	fi
@@ -114,11 +189,12 @@ run_zswapfs() {
 	report zswapfs "$alg" "$(stat_of orig_data_size)" "$(stat_of compr_data_size)" \
 		"$(stat_of mem_used_total)" "$(stat_of same_pages)" "$(stat_of huge_pages)"
 	verify "$MNT/swap"
+	[ "$alg" = lz4 ] && [ -n "$DO_RECOMP" ] && run_recompress
 	teardown
 }
 
 echo "# ratio: corpus=$CORPUS bytes=$bytes pages=$(( bytes / 4096 )) kernel=$(uname -r)"
-printf '%-8s %-8s %14s %15s %14s %9s %9s %10s %10s\n' device alg orig_data_size \
+printf '%-8s %-9s %14s %15s %14s %9s %9s %10s %10s\n' device alg orig_data_size \
 	compr_data_size mem_used_total orig/mem orig/compr same_pages huge_pages
 IFS=, read -r -a algs <<< "$ALGS"
 for a in "${algs[@]}"; do

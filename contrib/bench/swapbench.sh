@@ -15,6 +15,10 @@
 #   noop-mt        noop_fuse with libfuse's multi-threaded loop (loopmode=mt)
 #   zswapfs-t2     zswapfs with two request threads (-o threads=2)
 #   zswapfs-bpN    zswapfs busy-polling N microseconds (-o busy_poll_us=N; bp0: none)
+#   zswapfs-norc   zswapfs without the idle recompression worker (recompress.enabled=false)
+#   zswapfs-rc     the worker busy during the run: recompress.enabled=true,
+#                  recompress.idle_age=1, recompress.rate=0 (pages untouched for 1 s are
+#                  recompressed with zstd, no rate limit); plain zswapfs: daemon defaults
 # Pages are visited in a fixed random order; -S: in address order (which lets the loop
 # devices' swap readahead help them, while zram, a synchronous device, gets none).
 # Needs root, a v1 memory cgroup at /sys/fs/cgroup/memory, and no other swap active.
@@ -40,7 +44,7 @@ WORKLOAD=$here/workload
 CGROOT=/sys/fs/cgroup/memory
 
 usage() {
-	sed -n '4,20p' "$0" | sed 's/^# \{0,1\}//' >&2
+	sed -n '4,24p' "$0" | sed 's/^# \{0,1\}//' >&2
 	exit 2
 }
 
@@ -97,6 +101,7 @@ setup_dev() {
 	buf) lo=() ;;
 	4k) lo=(--direct-io=on --sector-size 4096) ;;
 	mt | t2 | bp[0-9]*) ;;
+	norc | rc) [ "$base" = zswapfs ] || { log "$dev: only zswapfs recompresses"; return 1; } ;;
 	*) log "unknown device variant $dev"; return 1 ;;
 	esac
 	case $base in
@@ -118,6 +123,9 @@ setup_dev() {
 		local opts="algorithm=$ALG"
 		[ "$var" = t2 ] && opts="$opts,threads=2"
 		case $var in bp[0-9]*) opts="$opts,busy_poll_us=${var#bp}" ;; esac
+		[ "$var" = norc ] && opts="$opts,recompress.enabled=false"
+		[ "$var" = rc ] && opts="$opts,recompress.enabled=true,recompress.idle_age=1"
+		[ "$var" = rc ] && opts="$opts,recompress.rate=0"
 		start_fuse_dev "$ZSWAPFS" "$opts" || return 1
 		;;
 	noop)
@@ -141,8 +149,10 @@ dev_stats() {
 	local dev=$1
 	case $dev in
 	zram*) awk '{ printf "store_peak_kib=%d", $5 / 1024 }' $ZRAM/mm_stat ;;
-	zswapfs*) awk '$1 == "mem_used_max" { printf "store_peak_kib=%d", $2 / 1024 }' \
-		"$MNT/stats" 2>/dev/null ;;
+	zswapfs*) awk '$1 == "mem_used_max" { printf "store_peak_kib=%d", $2 / 1024 }
+		# what the idle recompression worker did during the run (absent: older daemon)
+		$1 == "recompressed" || $1 == "recompress_passes" { r = r " " $1 "=" $2 }
+		END { printf "%s", r }' "$MNT/stats" 2>/dev/null ;;
 	esac
 	[ -n "$DPID" ] && awk '$1 == "VmHWM:" { printf " server_hwm_kib=%d", $2 }' \
 		/proc/$DPID/status 2>/dev/null
@@ -234,6 +244,12 @@ for d in "${devs[@]}"; do
 		json_ratios="$json_ratios${json_ratios:+,}\"$d/$base\":$rt"
 	done
 done
+# what the recompression worker costs the foreground
+if [ -n "${med[zswapfs-rc]+x}" ] && [ -n "${med[zswapfs-norc]+x}" ]; then
+	rt=$(ratio "${med[zswapfs-rc]}" "${med[zswapfs-norc]}")
+	echo "ratio zswapfs-rc/zswapfs-norc $rt"
+	json_ratios="$json_ratios${json_ratios:+,}\"zswapfs-rc/zswapfs-norc\":$rt"
+fi
 
 # machine-readable summary: the last line, one JSON object
 json_med='' json_runs=''
