@@ -1,0 +1,173 @@
+#!/bin/bash
+# SPDX-License-Identifier: GPL-2.0-or-later
+# shellcheck source-path=SCRIPTDIR
+#
+# zswapctl, the admin tool: status, stats (--json), swapon/swapoff, control
+# commands, top, and its refusals (not a mount, already swapped on, not root).
+set -eu
+. "$(dirname "$0")/lib.sh"
+
+ZSWAPCTL=${ZSWAPCTL:-$top_builddir/src/zswapctl}
+
+require_root
+require_fuse
+[ -x "$ZSWAPCTL" ] || fail "zswapctl not built: $ZSWAPCTL"
+
+# ctl_run OUT ERR ARG...: run zswapctl, stdout to OUT, stderr to ERR; sets RC.
+ctl_run() {
+	local out=$1 err=$2
+	shift 2
+	RC=0
+	"$ZSWAPCTL" "$@" >"$out" 2>"$err" || RC=$?
+}
+
+# expect_fail RC WORDS ARG...: zswapctl ARG... must exit RC with WORDS on stderr.
+expect_fail() {
+	local rc=$1 words=$2
+	shift 2
+	ctl_run "$ZS_TMP/out" "$ZS_TMP/err" "$@"
+	[ "$RC" -eq "$rc" ] || { cat "$ZS_TMP/err" >&2; fail "zswapctl $*: exit $RC, not $rc"; }
+	grep -qF -- "$words" "$ZS_TMP/err" ||
+		{ cat "$ZS_TMP/err" >&2; fail "zswapctl $*: no '$words' on stderr"; }
+}
+
+# The loop devices over MOUNT/swap (the test must not touch anyone else's).
+loops_on() { losetup -n -O NAME -j "$1/swap" 2>/dev/null || true; }
+in_swaps() { awk -v d="$1" '$1 == d { f = 1 } END { exit !f }' /proc/swaps; }
+
+# Whatever zswapctl left on our file, on every exit path: swap off, detach.
+_zc_release() {
+	local dev
+	for dev in $(loops_on "$1"); do
+		if in_swaps "$dev"; then timeout 120 swapoff "$dev" || log "swapoff $dev failed"; fi
+		losetup -d "$dev" || log "losetup -d $dev failed"
+	done
+}
+
+make_tmpdir
+zs_mount "size=64M"
+push_undo _zc_release "$ZS_MNT"
+mnt=$ZS_MNT
+
+# ---- help, version, usage -----------------------------------------------------
+"$ZSWAPCTL" --help | grep -q 'swapon MOUNT' || fail "--help does not list swapon"
+"$ZSWAPCTL" --version | grep -q '^zswapctl ' || fail "--version"
+expect_fail 2 "unknown command" frobnicate "$mnt"
+expect_fail 2 "idle" idle "$mnt"
+expect_fail 2 "bad priority" swapon "$mnt" --priority 99999
+
+# ---- status and stats ----------------------------------------------------------
+gen_data "$ZS_TMP/data" 256 text 5
+dd if="$ZS_TMP/data" of="$mnt/swap" bs=64k conv=notrunc,fsync status=none ||
+	fail "writing to $mnt/swap"
+orig=$(zs_stat "$mnt" orig_data_size)
+[ "$orig" -gt 0 ] || fail "orig_data_size is 0 after writing"
+
+"$ZSWAPCTL" >"$ZS_TMP/status" || fail "zswapctl (no command) failed"
+head -n 1 "$ZS_TMP/status" |
+	grep -q '^MOUNTPOINT *DISKSIZE ALGORITHM *DATA *COMPR *TOTAL *RATIO BACKING SWAP$' ||
+	fail "status header: $(head -n 1 "$ZS_TMP/status")"
+awk -v m="$mnt" '$1 == m { f = 1 } END { exit !f }' "$ZS_TMP/status" ||
+	{ cat "$ZS_TMP/status" >&2; fail "status does not list $mnt"; }
+
+# one row in bytes: MOUNTPOINT DISKSIZE ALGORITHM DATA COMPR TOTAL RATIO BACKING SWAP
+row=$("$ZSWAPCTL" status --bytes --noheadings "$mnt")
+read -r r_mnt r_size r_algo r_data r_compr r_total r_ratio r_backing r_swap <<<"$row"
+[ "$r_mnt" = "$mnt" ] || fail "status row names $r_mnt, not $mnt"
+[ "$r_size" = 67108864 ] || fail "DISKSIZE $r_size, not 67108864"
+[ "$r_algo" = lz4 ] || fail "ALGORITHM $r_algo, not lz4"
+[ "$r_data" = "$orig" ] || fail "DATA $r_data, stats say $orig"
+if [ "$r_compr" -le 0 ] || [ "$r_total" -le 0 ]; then fail "COMPR $r_compr TOTAL $r_total"; fi
+"$PYTHON" -c 'import sys; r = float(sys.argv[1]); exp = int(sys.argv[2]) / int(sys.argv[3])
+sys.exit(abs(r - exp) > 0.006)' "$r_ratio" "$r_data" "$r_total" ||
+	fail "RATIO $r_ratio is not $r_data/$r_total"
+[ "$r_backing" = - ] || fail "BACKING $r_backing without writeback"
+[ "$r_swap" = - ] || fail "SWAP $r_swap before swapon"
+# human sizes: 64M for the disk size
+"$ZSWAPCTL" status -n "$mnt" | awk '{ exit !($2 == "64M") }' || fail "DISKSIZE is not 64M"
+
+"$ZSWAPCTL" stats "$mnt" >"$ZS_TMP/stats.txt" || fail "stats failed"
+"$ZSWAPCTL" stats "$mnt" --json >"$ZS_TMP/stats.json" || fail "stats --json failed"
+"$PYTHON" - "$ZS_TMP/stats.json" "$ZS_TMP/stats.txt" "$mnt/stats" <<'EOF' || fail "stats --json"
+import json, sys
+d = json.loads(open(sys.argv[1]).read())
+txt = [l.split(" ", 1) for l in open(sys.argv[2]).read().splitlines()]
+fresh = [l.split(" ", 1)[0] for l in open(sys.argv[3]).read().splitlines()]
+assert isinstance(d, dict), "not an object"
+assert list(d) == [k for k, _ in txt], "keys differ from zswapctl stats"
+assert list(d) == fresh, "keys differ from the stats file"
+assert d["algorithm"] == "lz4", d["algorithm"]
+for k, v in txt:
+    if k == "algorithm":
+        continue
+    assert isinstance(d[k], int), "%s is not a number" % k
+    assert d[k] == int(v), "%s: %r vs %r" % (k, d[k], v)
+assert d["orig_data_size"] > 0
+EOF
+
+# ---- refusals ------------------------------------------------------------------
+mkdir "$ZS_TMP/plain"
+expect_fail 1 "$ZS_TMP/plain: not a zswapfs mount" stats "$ZS_TMP/plain"
+expect_fail 1 "$ZS_TMP/plain: not a zswapfs mount" swapon "$ZS_TMP/plain"
+expect_fail 1 "not a zswapfs mount" compact /
+expect_fail 1 "no loop device" swapoff "$mnt"
+if command -v setpriv >/dev/null && setpriv --reuid=nobody --regid=nogroup --clear-groups \
+	test -x "$ZSWAPCTL" 2>/dev/null; then
+	RC=0
+	setpriv --reuid=nobody --regid=nogroup --clear-groups "$ZSWAPCTL" swapon "$mnt" \
+		2>"$ZS_TMP/err" || RC=$?
+	if [ "$RC" -ne 1 ] || ! grep -qF "swapon needs root" "$ZS_TMP/err"; then
+		cat "$ZS_TMP/err" >&2
+		fail "swapon as nobody: exit $RC"
+	fi
+	[ -z "$(loops_on "$mnt")" ] || fail "swapon as nobody attached a loop device"
+else
+	log "setpriv cannot run $ZSWAPCTL as nobody: non-root refusal not checked"
+fi
+
+# ---- control commands ----------------------------------------------------------
+before=$(zs_stat "$mnt" compactions)
+"$ZSWAPCTL" compact "$mnt" || fail "compact failed"
+for ((i = 0; i < 50; i++)); do
+	[ "$(zs_stat "$mnt" compactions)" -gt "$before" ] && break
+	sleep 0.1
+done
+[ "$(zs_stat "$mnt" compactions)" -gt "$before" ] || fail "compact did not run a compaction"
+"$ZSWAPCTL" idle "$mnt" all || fail "idle all failed"
+expect_fail 1 "'recompress type=bogus': Invalid argument" recompress "$mnt" type=bogus
+expect_fail 1 "'idle soon': Invalid argument" idle "$mnt" soon
+
+# ---- top -----------------------------------------------------------------------
+"$ZSWAPCTL" top "$mnt" -n 2 -d 0.2 >"$ZS_TMP/top" || fail "top -n 2 failed"
+[ "$(grep -c '^zswapfs ' "$ZS_TMP/top")" -eq 2 ] || { cat "$ZS_TMP/top" >&2; fail "top: not 2 refreshes"; }
+grep -q '^pages/s *reads [0-9.]* *writes [0-9.]*' "$ZS_TMP/top" || fail "top: no rates"
+grep -q $'\033' "$ZS_TMP/top" && fail "top wrote escapes to a file"
+
+# ---- swapon / swapoff -------------------------------------------------------------
+"$ZSWAPCTL" swapon "$mnt" --priority 7 >"$ZS_TMP/dev" || fail "swapon failed"
+dev=$(cat "$ZS_TMP/dev")
+case $dev in /dev/loop[0-9]*) ;; *) fail "swapon printed '$dev'" ;; esac
+[ "$(loops_on "$mnt")" = "$dev" ] || fail "losetup -j shows '$(loops_on "$mnt")', not $dev"
+awk -v d="$dev" '$1 == d && $NF == 7 { f = 1 } END { exit !f }' /proc/swaps ||
+	{ cat /proc/swaps >&2; fail "$dev not in /proc/swaps with priority 7"; }
+[ "$(cat "/sys/block/${dev#/dev/}/loop/dio")" = 1 ] || fail "$dev is not in direct I/O mode"
+
+expect_fail 1 "already swapped on ($dev)" swapon "$mnt"
+[ "$(loops_on "$mnt" | wc -l)" -eq 1 ] || fail "the refused swapon attached a device"
+
+"$ZSWAPCTL" status --noheadings "$mnt" | grep -qF "$dev [SWAP]" || fail "status: no $dev [SWAP]"
+
+"$ZSWAPCTL" swapoff "$mnt" || fail "swapoff failed"
+in_swaps "$dev" && fail "$dev still in /proc/swaps after swapoff"
+[ -z "$(loops_on "$mnt")" ] || fail "loop device still attached after swapoff"
+expect_fail 1 "no loop device" swapoff "$mnt"
+"$ZSWAPCTL" status --noheadings "$mnt" | awk '{ exit !($NF == "-") }' || fail "SWAP after swapoff"
+
+# again without a priority: the kernel chooses one
+dev=$("$ZSWAPCTL" swapon "$mnt") || fail "second swapon failed"
+in_swaps "$dev" || fail "$dev not in /proc/swaps"
+"$ZSWAPCTL" swapoff "$mnt" || fail "second swapoff failed"
+[ -z "$(loops_on "$mnt")" ] || fail "loop device left after the second swapoff"
+
+zs_umount
+log "PASS"
