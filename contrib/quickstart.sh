@@ -4,7 +4,7 @@
 # One command from a fresh Debian 12 machine to compressed swap:
 # install what is needed, build, mount zswapfs with its built-in defaults,
 # attach the swap file through a loop device with direct I/O, mkswap,
-# swapon --discard, and print the stats.
+# swapon --discard (zswapctl swapon), and print the stats.
 #
 #   sudo contrib/quickstart.sh [MOUNTPOINT]        (default /run/zswapfs)
 #   sudo contrib/quickstart.sh --down [MOUNTPOINT] (swapoff, detach, unmount)
@@ -13,11 +13,7 @@ top=$(cd "$(dirname "$0")/.." && pwd)
 
 if [ "${1:-}" = "--down" ]; then
 	mnt=${2:-/run/zswapfs}
-	dev=$(losetup -j "$mnt/swap" -O NAME -n 2>/dev/null | head -n1)
-	if [ -n "$dev" ]; then
-		swapoff "$dev" 2>/dev/null || true
-		losetup -d "$dev"
-	fi
+	"$top/build/src/zswapctl" swapoff "$mnt" || true
 	umount "$mnt"
 	echo "zswapfs at $mnt stopped"
 	exit 0
@@ -39,9 +35,9 @@ mkdir -p build
 
 mkdir -p "$mnt"
 "$top/build/src/zswapfs" zswapfs "$mnt"	# detaches once the mount is ready
-dev=$(losetup --find --show --direct-io=on "$mnt/swap")
-mkswap "$dev" >/dev/null
-swapon --discard "$dev"
+# losetup --direct-io=on, mkswap, swapon --discard
+dev=$("$top/build/src/zswapctl" swapon "$mnt")
 echo "zswapfs: $mnt/swap on $dev is swap now"
 swapon --show
+"$top/build/src/zswapctl" status
 cat "$mnt/stats"
