@@ -31,7 +31,7 @@ DO_COMPACT=1
 WAIT_S=300
 
 usage() {
-	sed -n '4,18p' "$0" | sed 's/^# \{0,1\}//' >&2
+	sed -n '4,17p' "$0" | sed 's/^# \{0,1\}//' >&2
 	exit 2
 }
 
@@ -154,7 +154,8 @@ run_recompress() {
 		"skipped=$(stat_of recompress_skipped)" \
 		"incompressible=$(stat_of recompress_incompressible)" \
 		"pages_lz4=$(stat_of pages_lz4) pages_zstd=$(stat_of pages_zstd)" \
-		"mem_used_total before/after compact=$pre/$(stat_of mem_used_total)"
+		"mem_used_total before/after compact=$pre/$(stat_of mem_used_total)" \
+		"$([ -n "$DO_COMPACT" ] || echo '(-C: not compacted)')"
 	extra="\"recompress_s\":$secs,\"mem_used_before_compact\":$pre"
 	extra="$extra,\"compacted\":$([ -n "$DO_COMPACT" ] && echo true || echo false)"
 	local k

@@ -167,7 +167,7 @@ run_one() {
 	mkdir "$CG" || return 1
 	echo "${LIMIT_MIB}M" > "$CG/memory.limit_in_bytes" || return 1
 	other_swap_now=$(tail -n +2 /proc/swaps | awk -v d="$SWAPDEV" '$1 != d' | wc -l)
-	[ "$other_swap_now" = 0 ] || log "warning: other swap appeared during the run"
+	[ "$other_swap_now" = 0 ] || log "warning: other swap appeared during the run on $dev"
 	sync
 	c0=$(meminfo Cached)
 	( while :; do meminfo Cached; sleep 0.2; done ) > "$TMP/cached" &
