@@ -37,7 +37,9 @@ static const struct setting settings[] = {
 	  "size of the swap file (default: half of RAM, at most 4G)" },
 	{ "algorithm", SETTING_CODEC, 0, 0, false, "lz4", OFF(algorithm),
 	  "compression algorithm for pages" },
-	{ "level", SETTING_INT, -100, 22, false, "0", OFF(level),
+	/* 0 .. lz4's largest acceleration; each codec's own range is checked
+	 * once the algorithm is known (config_validate). */
+	{ "level", SETTING_INT, 0, 65537, false, "0", OFF(level),
 	  "compression level (0: the algorithm's default; lz4: acceleration)" },
 	{ "mem_limit", SETTING_SIZE, 0, INT64_C(1) << 44, true, "0", OFF(mem_limit),
 	  "most memory the compressed pages may use; 0 for no limit" },
@@ -56,7 +58,7 @@ static const struct setting settings[] = {
 	  "recompress idle pages in the background" },
 	{ "recompress.algorithm", SETTING_CODEC, 0, 0, false, "zstd", OFF(recompress_algorithm),
 	  "algorithm idle pages are recompressed with" },
-	{ "recompress.level", SETTING_INT, -100, 22, false, "0", OFF(recompress_level),
+	{ "recompress.level", SETTING_INT, 0, 65537, false, "0", OFF(recompress_level),
 	  "its level (0: the algorithm's default)" },
 	{ "recompress.idle_age", SETTING_INT, 1, INT64_C(1) << 31, false, "300",
 	  OFF(recompress_idle_age), "seconds without a read or write before a page is idle" },
@@ -168,6 +170,11 @@ static int setting_apply(const struct setting *s, struct zs_config *cfg, const c
 				 where, s->name, value, s->min, s->max);
 			return -EINVAL;
 		}
+		if (s->offset == OFF(size) && size % 4096) {
+			snprintf(errbuf, errlen, "%s: %s: %s is not a multiple of 4096 (a page)",
+				 where, s->name, value);
+			return -EINVAL;
+		}
 		memcpy(field, &size, sizeof(size));
 		return 0;
 	case SETTING_INT:
@@ -214,7 +221,14 @@ int config_set(struct zs_config *cfg, const char *name, const char *value, const
 		snprintf(errbuf, errlen, "%s: unknown setting '%s'", where, name);
 		return -EINVAL;
 	}
-	return setting_apply(s, cfg, value, where, errbuf, errlen);
+	if (setting_apply(s, cfg, value, where, errbuf, errlen))
+		return -EINVAL;
+	if (s->offset == OFF(level))
+		snprintf(cfg->level_origin, sizeof(cfg->level_origin), "%s", where);
+	else if (s->offset == OFF(recompress_level))
+		snprintf(cfg->recompress_level_origin, sizeof(cfg->recompress_level_origin), "%s",
+			 where);
+	return 0;
 }
 
 void config_defaults(struct zs_config *cfg)
@@ -311,14 +325,17 @@ out:
 	return err;
 }
 
-static int validate_level(const char *key, const char *algorithm, int64_t level, char *errbuf,
-			  size_t errlen)
+/* A level is checked once the algorithm is known, wherever either was set;
+ * the message names where the level came from. */
+static int validate_level(const char *key, const char *origin, const char *algorithm,
+			  int64_t level, char *errbuf, size_t errlen)
 {
 	const struct codec_ops *ops = codec_find(algorithm);
 
 	if (level && (level < ops->min_level || level > ops->max_level)) {
-		snprintf(errbuf, errlen, "%s: %" PRId64 " is out of range for %s (%d to %d)",
-			 key, level, ops->name, ops->min_level, ops->max_level);
+		snprintf(errbuf, errlen, "%s: %s: %" PRId64 " is out of range for %s (%d to %d)",
+			 origin[0] ? origin : "default", key, level, ops->name, ops->min_level,
+			 ops->max_level);
 		return -EINVAL;
 	}
 	return 0;
@@ -326,13 +343,10 @@ static int validate_level(const char *key, const char *algorithm, int64_t level,
 
 int config_validate(const struct zs_config *cfg, char *errbuf, size_t errlen)
 {
-	if (cfg->size % 4096) {
-		snprintf(errbuf, errlen, "size: %" PRIu64 " is not a multiple of 4096", cfg->size);
-		return -EINVAL;
-	}
-	if (validate_level("level", cfg->algorithm, cfg->level, errbuf, errlen) ||
-	    validate_level("recompress.level", cfg->recompress_algorithm, cfg->recompress_level,
-			   errbuf, errlen))
+	if (validate_level("level", cfg->level_origin, cfg->algorithm, cfg->level, errbuf,
+			   errlen) ||
+	    validate_level("recompress.level", cfg->recompress_level_origin,
+			   cfg->recompress_algorithm, cfg->recompress_level, errbuf, errlen))
 		return -EINVAL;
 	return 0;
 }

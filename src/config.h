@@ -32,7 +32,12 @@ struct zs_config {
 	int64_t recompress_rate;	/* pages a second; 0 = no limit */
 
 	/* Self-compaction (compact.*) */
-	int64_t compact_threshold;	/* % of mem_used_total unused; 0 = off */
+	int64_t compact_threshold;	/* % of arena memory unused; 0 = off */
+
+	/* Where the levels were last set ("file:line", "mount option"), for
+	 * the check that can only run once the algorithms are known. */
+	char level_origin[128];
+	char recompress_level_origin[128];
 };
 
 /* Fill in the built-in defaults (size depends on the machine's RAM). */

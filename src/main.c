@@ -28,7 +28,7 @@
 
 struct cmdline {
 	const char *source;
-	const char *mountpoint;
+	char *mountpoint;		/* malloc'ed by realpath */
 	const char *config_file;
 	bool foreground;
 	bool debug;
@@ -158,11 +158,19 @@ static int parse_cmdline(struct cmdline *cl, int argc, char **argv)
 		usage(stderr);
 		return -EINVAL;
 	}
-	cl->mountpoint = nonopt[nr_nonopt - 1];
+	/* Absolute: libfuse's daemonize changes to / before we unmount. */
+	cl->mountpoint = realpath(nonopt[nr_nonopt - 1], NULL);
+	if (!cl->mountpoint) {
+		fprintf(stderr, "zswapfs: mount point %s: %s\n", nonopt[nr_nonopt - 1],
+			strerror(errno));
+		return -EINVAL;
+	}
 	if (nr_nonopt == 2)
 		cl->source = nonopt[0];
-	/* A SOURCE that names a file is the config file (fstab's first field). */
-	if (!cl->config_file && cl->source && strchr(cl->source, '/'))
+	/* A SOURCE that is a path, or names an existing file, is the config
+	 * file (fstab's first field); a plain word such as "zswapfs" is not. */
+	if (!cl->config_file && cl->source &&
+	    (strchr(cl->source, '/') || access(cl->source, F_OK) == 0))
 		cl->config_file = cl->source;
 	return 0;
 }
@@ -276,6 +284,7 @@ out_store:
 out_args:
 	for (i = 0; i < cl.nr_settings; i++)
 		free(cl.settings[i]);
+	free(cl.mountpoint);
 	fuse_opt_free_args(&cl.fuse_args);
 	return ret;
 }

@@ -20,13 +20,28 @@ done
 mapfile -t keys < <("$ZSWAPFS" --help | awk '/^Settings/ { on = 1; next }
 	on && /^    [a-z]/ { print $1 } on && /^$/ { exit }')
 [ "${#keys[@]}" -ge 4 ] || fail "could not read the settings from --help"
+# unescaped man source: the dots and dashes of keys are escaped there
+plain() { sed 's/\\\([.-]\)/\1/g; s/\\f[BIRP]//g' "$1"; }
 for key in "${keys[@]}"; do
-	for page in "$top_srcdir/man/zswapfs.8" "$top_srcdir/man/zswapfs.conf.5"; do
-		[ -f "$page" ] || continue
-		# man source escapes the dots and dashes of a key: compare unescaped
-		sed 's/\\\([.-]\)/\1/g; s/\\f[BIRP]//g' "$page" | grep -qF -- "$key" ||
-			fail "setting '$key' is not described in $(basename "$page")"
-	done
+	# zswapfs(8) names every key whole, as a mount option
+	plain "$top_srcdir/man/zswapfs.8" | grep -qF -- "$key" ||
+		fail "setting '$key' is not described in zswapfs.8"
+	# zswapfs.conf(5) lists group keys in the group's section, as in the file
+	conf=$top_srcdir/man/zswapfs.conf.5
+	[ -f "$conf" ] || continue
+	case $key in
+	*.*)
+		plain "$conf" | awk -v g="${key%%.*}" -v k="${key#*.}" '
+			/^\.SS/ { in_group = index($0, "The " g " group") > 0; next }
+			in_group && $1 == ".BR" && $2 == k { found = 1 }
+			END { exit !found }' ||
+			fail "setting '$key' is not described in the ${key%%.*} group of zswapfs.conf.5"
+		;;
+	*)
+		plain "$conf" | grep -qE "^\.BR $key " ||
+			fail "setting '$key' is not described in zswapfs.conf.5"
+		;;
+	esac
 done
 log "${#pages[@]} man pages render clean; ${#keys[@]} settings documented"
 exit 0
