@@ -269,5 +269,13 @@ rmdir "$ZS_MNT"
 grep -qF -- "$missing" "$ZS_LOG" || fail "missing file: message does not name $missing"
 log "ok: missing file -> status $rc: $(head -n 1 "$ZS_LOG")"
 
+# The annotated example shipped in etc/ is itself a valid file.
+unset ZS_SOURCE
+ZS_ARGS="-c etc/zswapfs.conf"
+start_mounted -c "$top_srcdir/etc/zswapfs.conf" -o size=64M
+expect_stat algorithm lz4
+zs_umount
+log "ok: etc/zswapfs.conf loads"
+
 [ "$errors" -eq 0 ] || fail "$errors of $bad_nr bad files were not reported as they should be"
 exit 0
