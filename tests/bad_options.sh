@@ -13,29 +13,15 @@ make_tmpdir
 # check_bad WORD ARG...: the daemon started with ARG... must fail and its
 # stderr must contain WORD.
 check_bad() {
-	local word=$1 rc=0 i
+	local word=$1
 	shift
-	zs_start "$@"
-	for ((i = 0; i < 50; i++)); do
-		kill -0 "$ZS_PID" 2>/dev/null || break
-		sleep 0.1
-	done
-	if kill -0 "$ZS_PID" 2>/dev/null; then
-		cat "$ZS_LOG" >&2
-		fail "$*: daemon still running after 5 s"
-	fi
-	wait "$ZS_PID" || rc=$?
-	if awk -v m="$ZS_MNT" '$2 == m { f = 1 } END { exit !f }' /proc/mounts; then
-		fail "$*: daemon exited but left $ZS_MNT mounted"
-	fi
-	drop_undo _zs_teardown "$ZS_MNT" "$ZS_PID"
-	rmdir "$ZS_MNT"
-	[ "$rc" -ne 0 ] || fail "$*: daemon exited with status 0"
+	zs_start_refused "$*" "$@"
+	[ "$ZS_RC" -ne 0 ] || fail "$*: daemon exited with status 0"
 	grep -qiF -- "$word" "$ZS_LOG" || {
 		cat "$ZS_LOG" >&2
 		fail "$*: message does not name '$word'"
 	}
-	log "ok: $* -> status $rc: $(head -n 1 "$ZS_LOG")"
+	log "ok: $* -> status $ZS_RC: $(head -n 1 "$ZS_LOG")"
 }
 
 check_bad size -o size=0

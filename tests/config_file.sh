@@ -15,21 +15,8 @@ make_tmpdir
 
 # start_mounted ARG...: zs_start ARG... and wait (10 s) for the mount.
 start_mounted() {
-	local i
 	zs_start "$@"
-	for ((i = 0; i < 100; i++)); do
-		if awk -v m="$ZS_MNT" '$2 == m && $3 == "fuse.zswapfs" { f = 1 } END { exit !f }' \
-			/proc/mounts; then
-			return 0
-		fi
-		if ! kill -0 "$ZS_PID" 2>/dev/null; then
-			cat "$ZS_LOG" >&2
-			fail "daemon exited before mounting (${ZS_SOURCE-} $*)"
-		fi
-		sleep 0.1
-	done
-	cat "$ZS_LOG" >&2
-	fail "no mount after 10 s (${ZS_SOURCE-} $*)"
+	zs_wait_mounted "${ZS_SOURCE-} $*"
 }
 
 # expect_stat KEY VALUE: in the stats of the current mount.
@@ -117,25 +104,12 @@ bad_nr=0
 # start; the message names FILE:LINE (LINE empty: FILE only) and KEY (empty:
 # not checked).
 check_bad() {
-	local what=$1 line=$2 key=$3 conf rc=0 i msg
+	local what=$1 line=$2 key=$3 conf rc msg
 	bad_nr=$((bad_nr + 1))
 	conf=$ZS_TMP/bad$bad_nr.conf
 	printf '%s\n' "$4" >"$conf"
-	ZS_SOURCE=$conf zs_start
-	for ((i = 0; i < 50; i++)); do
-		kill -0 "$ZS_PID" 2>/dev/null || break
-		sleep 0.1
-	done
-	if kill -0 "$ZS_PID" 2>/dev/null; then
-		cat "$ZS_LOG" >&2
-		fail "$what: daemon still running after 5 s"
-	fi
-	wait "$ZS_PID" || rc=$?
-	if awk -v m="$ZS_MNT" '$2 == m { f = 1 } END { exit !f }' /proc/mounts; then
-		fail "$what: daemon exited but left $ZS_MNT mounted"
-	fi
-	drop_undo _zs_teardown "$ZS_MNT" "$ZS_PID"
-	rmdir "$ZS_MNT"
+	ZS_SOURCE=$conf zs_start_refused "$what"
+	rc=$ZS_RC
 	msg=$(grep -v -e 'warning:' "$ZS_LOG" | head -n 1) || true
 	if [ "$rc" -eq 0 ]; then
 		log "FAIL: $what: daemon exited with status 0"
@@ -253,21 +227,10 @@ size = 5000;'
 
 # a missing file: FILE named, no line
 missing=$ZS_TMP/no-such-dir/zswapfs.conf
-ZS_SOURCE=$missing zs_start
-for ((i = 0; i < 50; i++)); do
-	kill -0 "$ZS_PID" 2>/dev/null || break
-	sleep 0.1
-done
-kill -0 "$ZS_PID" 2>/dev/null && fail "missing file: daemon still running after 5 s"
-rc=0
-wait "$ZS_PID" || rc=$?
-drop_undo _zs_teardown "$ZS_MNT" "$ZS_PID"
-! awk -v m="$ZS_MNT" '$2 == m { f = 1 } END { exit !f }' /proc/mounts ||
-	fail "missing file: $ZS_MNT left mounted"
-rmdir "$ZS_MNT"
-[ "$rc" -ne 0 ] || fail "missing file: daemon exited with status 0"
+ZS_SOURCE=$missing zs_start_refused "missing file"
+[ "$ZS_RC" -ne 0 ] || fail "missing file: daemon exited with status 0"
 grep -qF -- "$missing" "$ZS_LOG" || fail "missing file: message does not name $missing"
-log "ok: missing file -> status $rc: $(head -n 1 "$ZS_LOG")"
+log "ok: missing file -> status $ZS_RC: $(head -n 1 "$ZS_LOG")"
 
 # The annotated example shipped in etc/ is itself a valid file.
 unset ZS_SOURCE

@@ -146,11 +146,10 @@ zs_start() {
 	push_undo _zs_teardown "$ZS_MNT" "$ZS_PID"
 }
 
-# zs_mount [OPTS]: mount with "-o OPTS" (none when empty) and wait until the
-# mount is live (at most 10 s).  Sets ZS_MNT, ZS_PID, ZS_LOG.
-zs_mount() {
+# zs_wait_mounted DESC: wait (at most 10 s) until the daemon of the last
+# zs_start has mounted; fail, with its log, if it exits or never does.
+zs_wait_mounted() {
 	local i
-	if [ -n "${1-}" ]; then zs_start -o "$1"; else zs_start; fi
 	for ((i = 0; i < 100; i++)); do
 		if awk -v m="$ZS_MNT" '$2 == m && $3 == "fuse.zswapfs" { f = 1 } END { exit !f }' \
 			/proc/mounts; then
@@ -159,12 +158,42 @@ zs_mount() {
 		fi
 		if ! kill -0 "$ZS_PID" 2>/dev/null; then
 			cat "$ZS_LOG" >&2
-			fail "daemon exited before mounting (options: ${1-none})"
+			fail "daemon exited before mounting ($1)"
 		fi
 		sleep 0.1
 	done
 	cat "$ZS_LOG" >&2
-	fail "no fuse.zswapfs mount on $ZS_MNT after 10 s (options: ${1-none})"
+	fail "no fuse.zswapfs mount on $ZS_MNT after 10 s ($1)"
+}
+
+# zs_mount [OPTS]: mount with "-o OPTS" (none when empty) and wait until the
+# mount is live.  Sets ZS_MNT, ZS_PID, ZS_LOG.
+zs_mount() {
+	if [ -n "${1-}" ]; then zs_start -o "$1"; else zs_start; fi
+	zs_wait_mounted "options: ${1-none}"
+}
+
+# zs_start_refused DESC [ARG...]: start the daemon with ARG... and expect it
+# to refuse: it must exit within 5 s and leave nothing mounted.  Sets ZS_RC
+# to its exit status (the caller judges it) and keeps ZS_LOG.
+# shellcheck disable=SC2034 # ZS_RC is read by the calling test
+zs_start_refused() {
+	local desc=$1 i
+	shift
+	zs_start "$@"
+	for ((i = 0; i < 50; i++)); do
+		kill -0 "$ZS_PID" 2>/dev/null || break
+		sleep 0.1
+	done
+	if kill -0 "$ZS_PID" 2>/dev/null; then
+		cat "$ZS_LOG" >&2
+		fail "$desc: daemon still running after 5 s"
+	fi
+	ZS_RC=0
+	wait "$ZS_PID" || ZS_RC=$?
+	_zs_is_mounted "$ZS_MNT" && fail "$desc: daemon exited but left $ZS_MNT mounted"
+	drop_undo _zs_teardown "$ZS_MNT" "$ZS_PID"
+	rmdir -- "$ZS_MNT"
 }
 
 # zs_umount: unmount the last zs_mount and check that the daemon exits 0.
