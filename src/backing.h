@@ -1,0 +1,119 @@
+/* SPDX-License-Identifier: GPL-2.0-or-later */
+/*
+ * backing: the backing file that cold compressed pages are written back to.
+ *
+ * The file is cut into segments of BACKING_SEG_SIZE.  Objects (a compressed
+ * page and a 16-byte header) are packed back to back, 16-byte aligned, into
+ * one in-memory segment buffer, which backing_flush() writes with a single
+ * O_DIRECT pwrite: the SSD sees few large writes, and the page cache does
+ * not grow under the very memory pressure writeback relieves.  A segment is
+ * written once; it becomes free again when its last object is freed, and
+ * then a hole is punched over it (TRIM on an SSD) and it is reused, lowest
+ * first, so the file stays as small as the live data allows.  Rewriting the
+ * live objects of sparse segments (compaction) is the caller's business:
+ * read them back, append them again, free the old locations.
+ *
+ * The file never outlives the daemon: backing_open() discards whatever an
+ * earlier run left in it (swap does not survive a restart), and all its
+ * data is in native byte order.
+ *
+ * Every object carries a CRC-32C of its data and header fields and the slot
+ * it belongs to: a read that does not find exactly what was written returns
+ * -EIO, never wrong data.
+ *
+ * Threads.  backing_append(), backing_flush() and backing_abort() are the
+ * writer's: one thread at a time (the writeback thread).  backing_read(),
+ * backing_free() and backing_get_stats() may be called from any thread,
+ * concurrently with everything, including a flush in progress.  The caller
+ * must keep an object from being freed while it reads it (for the store:
+ * the slot lock).  No function allocates memory after backing_open().
+ */
+#ifndef ZSWAPFS_BACKING_H
+#define ZSWAPFS_BACKING_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#define BACKING_SEG_SIZE	(1u << 20)
+#define BACKING_ALIGN		4096u		/* O_DIRECT: buffers, offsets, sizes */
+#define BACKING_HDR_SIZE	16u
+#define BACKING_MAX_DATA	4096u		/* largest object: a raw page */
+/*
+ * backing_read() scratch: BACKING_SCRATCH_SIZE bytes aligned to
+ * BACKING_ALIGN (posix_memalign, or a static aligned array), one per reading
+ * thread.  An object starts 16-byte aligned, so header and data (at most
+ * 16 + 4096 bytes) starting at most 4080 bytes into a 4 KiB block end within
+ * the next block: two blocks cover every object.
+ */
+#define BACKING_SCRATCH_SIZE	(2 * BACKING_ALIGN)
+
+struct backing;
+
+/*
+ * Open (or create, mode 0600) the backing file at path, usable up to
+ * max_size bytes (rounded down to whole segments; the file grows as
+ * segments are written).  Refused when path is a symlink, not a regular
+ * file, writable by others, owned by another user, locked by another
+ * process (an flock is held while open), smaller than one segment, or on a
+ * filesystem without O_DIRECT.  The old contents are discarded.  Returns
+ * NULL with errno set and a message for the user in err.
+ */
+struct backing *backing_open(const char *path, uint64_t max_size, char *err, size_t errlen);
+void backing_close(struct backing *b);
+
+/*
+ * Add an object of len bytes (1..BACKING_MAX_DATA) for slot to the open
+ * segment.  Returns 0 and its location in *loc: its offset in the file, a
+ * multiple of 16 (the low 4 bits are free for the caller's flags), which
+ * may be 0.  The location may be read and freed at once, but it only
+ * survives a successful backing_flush(): after a failed one it is gone.
+ * Returns -ENOSPC when the open segment has no room (or none is open):
+ * flush, then append again; -ENOSPC again means the file is full.
+ * -EINVAL for a bad len, -EBUSY when called during a flush.
+ */
+int backing_append(struct backing *b, uint32_t slot, uint8_t codec, const void *data,
+		   uint16_t len, uint64_t *loc);
+/*
+ * Write the open segment to the file and open the next free one.  A
+ * segment is closed by its flush: the room left in it is not used, so flush
+ * when an append says -ENOSPC or a batch of writeback ends.  Returns 0 when
+ * the objects appended since the last flush are on disk (also when no free
+ * segment is left to open: the next append says -ENOSPC); -ENOSPC when there
+ * was nothing to write and still no free segment; or the write's error
+ * (-EIO, -ENOSPC, -EFBIG...), counted in write_errors.  On an error the
+ * segment's objects are not on disk: the caller keeps its pages in RAM and
+ * calls backing_abort(), or flushes again later.
+ */
+int backing_flush(struct backing *b);
+/* Drop the objects appended since the last flush; their locations are invalid. */
+void backing_abort(struct backing *b);
+
+/*
+ * Read the object at loc, which must belong to slot.  scratch: see
+ * BACKING_SCRATCH_SIZE.  Returns 0 and points *data (inside scratch) at its
+ * *len bytes, stored with *codec; or -EIO when it cannot be read, or what
+ * is there is not an object of this slot with a good checksum (both
+ * counted in read_errors).
+ */
+int backing_read(struct backing *b, uint64_t loc, uint32_t slot, void *scratch,
+		 const void **data, uint16_t *len, uint8_t *codec);
+/* The object at loc, of len bytes, is dead. */
+void backing_free(struct backing *b, uint64_t loc, uint16_t len);
+
+struct backing_stats {
+	uint64_t bytes_max;		/* max_size, in whole segments */
+	uint64_t bytes_used;		/* segments not free (the open one too), in bytes */
+	uint64_t bytes_live;		/* live objects, headers and alignment included */
+	uint64_t objects;		/* live objects */
+	uint64_t segments;		/* segments not free */
+	uint64_t bytes_written;		/* to the file, for the SSD's write budget */
+	uint64_t writes;		/* segment writes that succeeded */
+	uint64_t reads;			/* objects read back */
+	uint64_t write_errors;
+	uint64_t read_errors;		/* I/O errors and checksum/header mismatches */
+	uint64_t holes_punched;		/* segments freed and given back to the fs */
+};
+
+void backing_get_stats(struct backing *b, struct backing_stats *s);
+
+#endif
