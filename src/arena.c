@@ -1055,3 +1055,13 @@ void arena_get_class_stats(struct arena *a, struct arena_class_stats *out)
 		pthread_mutex_unlock(&cls->lock);
 	}
 }
+
+uint64_t arena_unused_bytes(const struct arena_class_stats *cls)
+{
+	uint64_t unused = 0;
+	unsigned int ci;
+
+	for (ci = 0; ci < ARENA_NR_CLASSES; ci++)
+		unused += (cls[ci].objs_capacity - cls[ci].objs_used) * cls[ci].size;
+	return unused;
+}

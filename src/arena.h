@@ -99,5 +99,8 @@ struct arena_stats {
 void arena_get_stats(struct arena *a, struct arena_stats *st);
 /* Fill cls[0..ARENA_NR_CLASSES-1]; a consistent view of each class. */
 void arena_get_class_stats(struct arena *a, struct arena_class_stats *cls);
+/* Bytes of span places that hold no object (fragmentation), from cls as
+ * arena_get_class_stats() filled it. */
+uint64_t arena_unused_bytes(const struct arena_class_stats *cls);
 
 #endif

@@ -47,26 +47,22 @@ struct policy {
 	uint64_t frag_floor;		/* unused bytes after the last compaction */
 };
 
-static uint64_t arena_unused_bytes(struct arena *a, uint64_t *used_bytes)
+static uint64_t arena_unused_and_used(struct arena *a, uint64_t *used_bytes)
 {
 	struct arena_class_stats cls[ARENA_NR_CLASSES];
 	struct arena_stats as;
-	uint64_t unused = 0;
-	unsigned int i;
 
 	arena_get_stats(a, &as);
 	arena_get_class_stats(a, cls);
-	for (i = 0; i < ARENA_NR_CLASSES; i++)
-		unused += (cls[i].objs_capacity - cls[i].objs_used) * cls[i].size;
 	*used_bytes = as.pages_used * ARENA_PAGE_SIZE;
-	return unused;
+	return arena_unused_bytes(cls);
 }
 
 static void compact(struct policy *pol, const char *why)
 {
 	uint64_t used, pages = store_compact(pol->st);
 
-	pol->frag_floor = arena_unused_bytes(store_arena(pol->st), &used);
+	pol->frag_floor = arena_unused_and_used(store_arena(pol->st), &used);
 	atomic_fetch_add(&pol->compactions, 1);
 	if (pages)
 		log_info("compact (%s): %llu pages given back", why, (unsigned long long)pages);
@@ -78,7 +74,7 @@ static void maybe_compact(struct policy *pol)
 
 	if (!pol->cfg.compact_threshold)
 		return;
-	unused = arena_unused_bytes(store_arena(pol->st), &used);
+	unused = arena_unused_and_used(store_arena(pol->st), &used);
 	if (unused * 100 > used * pol->cfg.compact_threshold &&
 	    unused > pol->frag_floor + POLICY_COMPACT_SLACK)
 		compact(pol, "fragmentation");

@@ -66,7 +66,6 @@ char *stats_snapshot(struct store *st, struct policy *pol, const struct stats_io
 	struct store_counters c;
 	struct arena_stats as;
 	struct text t = { .cap = 65536 };
-	uint64_t frag_bytes = 0;
 	char key[64];
 	unsigned int i;
 
@@ -132,9 +131,7 @@ char *stats_snapshot(struct store *st, struct policy *pol, const struct stats_io
 		put(&t, key, atomic_load_explicit(&io->ns_max[i], memory_order_relaxed));
 	}
 	/* Fragmentation: places allocated in spans but holding no object. */
-	for (i = 0; i < ARENA_NR_CLASSES; i++)
-		frag_bytes += (cls[i].objs_capacity - cls[i].objs_used) * cls[i].size;
-	put(&t, "frag_bytes", frag_bytes);
+	put(&t, "frag_bytes", arena_unused_bytes(cls));
 	for (i = 0; i < ARENA_NR_CLASSES; i++) {
 		if (!cls[i].spans)
 			continue;

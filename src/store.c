@@ -297,14 +297,13 @@ static int page_prepare(struct store *st, struct store_worker *w, uint64_t idx,
 
 	clen = codec_compress(&w->ctx[st->codec->id], page, STORE_PAGE_SIZE, w->cbuf,
 			      STORE_HUGE_SIZE);
+	out->codec = st->codec->id;
 	if (clen > 0 && (unsigned int)clen <= STORE_HUGE_SIZE) {
 		data = w->cbuf;
-		out->codec = st->codec->id;
 	} else {
 		/* -E2BIG: did not fit below the huge size; store it raw. */
 		clen = STORE_PAGE_SIZE;
 		out->flags |= SLOT_HUGE;
-		out->codec = st->codec->id;
 	}
 
 	err = arena_alloc(st->arena, (size_t)clen, (uint32_t)idx, &handle);
@@ -551,15 +550,21 @@ int store_discard(struct store *st, struct store_worker *w, uint64_t off, uint64
 
 /* ---- recompression ---------------------------------------------------- */
 
+/* Worth a recompression attempt: in the arena, not marked, and not already
+ * with the recompression codec (unless stored raw).  Caller holds the lock. */
+static bool slot_recomp_candidate(const struct store *st, const struct slot *s)
+{
+	return st->recomp_codec && s->state == SLOT_ARENA && !(s->flags & SLOT_NORECOMP) &&
+	       (s->codec != st->recomp_codec->id || (s->flags & SLOT_HUGE));
+}
+
 void store_slot_info(struct store *st, uint64_t idx, struct store_slot_info *info)
 {
 	pthread_mutex_t *lock = slot_lock(st, idx);
 	const struct slot *s = &st->slots[idx];
 
 	pthread_mutex_lock(lock);
-	info->candidate = s->state == SLOT_ARENA && !(s->flags & SLOT_NORECOMP) &&
-			  st->recomp_codec &&
-			  (s->codec != st->recomp_codec->id || (s->flags & SLOT_HUGE));
+	info->candidate = slot_recomp_candidate(st, s);
 	info->huge = s->flags & SLOT_HUGE;
 	info->size = s->size;
 	info->atime = s->atime;
@@ -588,7 +593,6 @@ enum store_recomp_result store_recompress(struct store *st, struct store_worker 
 {
 	pthread_mutex_t *lock = slot_lock(st, idx);
 	struct slot then, new, old;
-	struct store_slot_info info;
 	uint64_t handle;
 	int clen, err;
 
@@ -597,9 +601,7 @@ enum store_recomp_result store_recompress(struct store *st, struct store_worker 
 	/* Read the page under the lock, compress it without. */
 	pthread_mutex_lock(lock);
 	then = st->slots[idx];
-	info.candidate = then.state == SLOT_ARENA && !(then.flags & SLOT_NORECOMP) &&
-			 (then.codec != st->recomp_codec->id || (then.flags & SLOT_HUGE));
-	if (!info.candidate || then.atime > idle_before ||
+	if (!slot_recomp_candidate(st, &then) || then.atime > idle_before ||
 	    (huge_only && !(then.flags & SLOT_HUGE)) || then.size <= threshold) {
 		pthread_mutex_unlock(lock);
 		return STORE_RECOMP_NOT_ELIGIBLE;
