@@ -14,7 +14,10 @@
  *
  * Segment states:
  *	FREE	  a hole in the file (or past its end); may be opened.
- *	OPEN	  the one segment being filled in b->buf (at most one).
+ *	OPEN	  the one segment being filled in b->buf (at most one).  A flush
+ *		  writes what was appended since the last one (from the block
+ *		  where that ended) and keeps the segment open while it has room,
+ *		  so small batches of writeback still pack into full segments.
  *	FULL	  written; holds live objects.
  *	PUNCHING  written, all objects dead, hole being punched: not reusable
  *		  until that is done, so a punch never lands on new data.
@@ -77,7 +80,10 @@ struct backing {
 	uint32_t *live;			/* live bytes, per segment */
 	uint32_t open_seg;		/* NO_SEG when none is open */
 	uint32_t used;			/* bytes appended to the open segment */
-	uint32_t open_objs;		/* live objects in the open segment */
+	uint32_t flushed;		/* of those, bytes on disk */
+	uint32_t pend_objs;		/* live objects appended since the last flush */
+	uint32_t pend_live;		/* and their bytes */
+	bool close_wanted;		/* an append found no room: close at the next flush */
 	bool flushing;
 	uint64_t segs_used;		/* not FREE */
 	uint64_t bytes_live;
@@ -299,7 +305,10 @@ static void open_next(struct backing *b)
 {
 	b->open_seg = pick_free(b);
 	b->used = 0;
-	b->open_objs = 0;
+	b->flushed = 0;
+	b->pend_objs = 0;
+	b->pend_live = 0;
+	b->close_wanted = false;
 	if (b->open_seg != NO_SEG) {
 		b->state[b->open_seg] = SEG_OPEN;
 		b->segs_used++;
@@ -346,7 +355,12 @@ int backing_append(struct backing *b, uint32_t slot, uint8_t codec, const void *
 		ret = -EBUSY;
 		goto out;
 	}
-	if (b->open_seg == NO_SEG || BACKING_SEG_SIZE - b->used < size) {
+	if (b->open_seg == NO_SEG) {
+		ret = -ENOSPC;
+		goto out;
+	}
+	if (BACKING_SEG_SIZE - b->used < size) {
+		b->close_wanted = true;
 		ret = -ENOSPC;
 		goto out;
 	}
@@ -360,7 +374,8 @@ int backing_append(struct backing *b, uint32_t slot, uint8_t codec, const void *
 	b->live[b->open_seg] += size;
 	b->bytes_live += size;
 	b->objects++;
-	b->open_objs++;
+	b->pend_objs++;
+	b->pend_live += size;
 out:
 	pthread_mutex_unlock(&b->lock);
 	return ret;
@@ -389,8 +404,8 @@ static int write_all(int fd, const unsigned char *buf, size_t len, off_t off)
 
 int backing_flush(struct backing *b)
 {
-	uint32_t seg, size;
-	bool dead;
+	uint32_t seg, start, end;
+	bool dead = false;
 	int ret;
 
 	pthread_mutex_lock(&b->lock);
@@ -404,33 +419,45 @@ int backing_flush(struct backing *b)
 		pthread_mutex_unlock(&b->lock);
 		return ret;
 	}
-	if (b->live[b->open_seg] == 0) {
-		/* Empty, or every object died before reaching the disk: write nothing. */
-		b->used = 0;
+	seg = b->open_seg;
+	if (b->live[seg] == 0) {
+		/* Empty, or every object died: start it again, write nothing. */
+		b->used = b->flushed = b->pend_objs = b->pend_live = 0;
+		b->close_wanted = false;
 		pthread_mutex_unlock(&b->lock);
 		return 0;
 	}
-	seg = b->open_seg;
-	size = (b->used + BACKING_ALIGN - 1) & ~(BACKING_ALIGN - 1);
-	memset(b->buf + b->used, 0, size - b->used);
-	b->flushing = true;
-	pthread_mutex_unlock(&b->lock);
-
-	ret = write_all(b->fd, b->buf, size, (off_t)seg * BACKING_SEG_SIZE);
-
-	pthread_mutex_lock(&b->lock);
-	b->flushing = false;
-	if (ret) {
+	if (b->used > b->flushed) {
+		/* From the block where the last flush ended: its tail is new. */
+		start = b->flushed & ~(BACKING_ALIGN - 1);
+		end = (b->used + BACKING_ALIGN - 1) & ~(BACKING_ALIGN - 1);
+		memset(b->buf + b->used, 0, end - b->used);
+		b->flushing = true;
 		pthread_mutex_unlock(&b->lock);
-		atomic_fetch_add_explicit(&b->write_errors, 1, memory_order_relaxed);
-		return ret;
+
+		ret = write_all(b->fd, b->buf + start, end - start,
+				(off_t)seg * BACKING_SEG_SIZE + start);
+
+		pthread_mutex_lock(&b->lock);
+		b->flushing = false;
+		if (ret) {
+			pthread_mutex_unlock(&b->lock);
+			atomic_fetch_add_explicit(&b->write_errors, 1, memory_order_relaxed);
+			return ret;
+		}
+		atomic_fetch_add_explicit(&b->writes, 1, memory_order_relaxed);
+		atomic_fetch_add_explicit(&b->bytes_written, end - start, memory_order_relaxed);
+		b->flushed = b->used;
+		b->pend_objs = 0;
+		b->pend_live = 0;
 	}
-	atomic_fetch_add_explicit(&b->writes, 1, memory_order_relaxed);
-	atomic_fetch_add_explicit(&b->bytes_written, size, memory_order_relaxed);
-	/* Objects freed while the write ran may have emptied it already. */
-	dead = b->live[seg] == 0;
-	b->state[seg] = dead ? SEG_PUNCHING : SEG_FULL;
-	open_next(b);
+	/* Closed when an append found no room, or no raw page would fit. */
+	if (b->close_wanted || BACKING_SEG_SIZE - b->used < obj_size(BACKING_MAX_DATA)) {
+		/* Objects freed while the write ran may have emptied it already. */
+		dead = b->live[seg] == 0;
+		b->state[seg] = dead ? SEG_PUNCHING : SEG_FULL;
+		open_next(b);
+	}
 	pthread_mutex_unlock(&b->lock);
 	if (dead)
 		punch_segment(b, seg);
@@ -445,11 +472,13 @@ void backing_abort(struct backing *b)
 	seg = b->open_seg;
 	if (seg != NO_SEG && !b->flushing) {
 		/* Objects freed since they were appended have left the counts already. */
-		b->objects -= b->open_objs;
-		b->bytes_live -= b->live[seg];
-		b->open_objs = 0;
-		b->live[seg] = 0;
-		b->used = 0;
+		b->objects -= b->pend_objs;
+		b->bytes_live -= b->pend_live;
+		b->live[seg] -= b->pend_live;
+		b->pend_objs = 0;
+		b->pend_live = 0;
+		b->used = b->flushed;
+		b->close_wanted = false;
 	}
 	pthread_mutex_unlock(&b->lock);
 }
@@ -550,8 +579,10 @@ void backing_free(struct backing *b, uint64_t loc, uint16_t len)
 	b->live[seg] -= size;
 	b->bytes_live -= size;
 	b->objects--;
-	if (seg == b->open_seg)
-		b->open_objs--;
+	if (seg == b->open_seg && loc % BACKING_SEG_SIZE >= b->flushed) {
+		b->pend_objs--;
+		b->pend_live -= size;
+	}
 	punch = b->live[seg] == 0 && b->state[seg] == SEG_FULL;
 	if (punch)
 		b->state[seg] = SEG_PUNCHING;
@@ -576,4 +607,74 @@ void backing_get_stats(struct backing *b, struct backing_stats *s)
 	s->write_errors = atomic_load_explicit(&b->write_errors, memory_order_relaxed);
 	s->read_errors = atomic_load_explicit(&b->read_errors, memory_order_relaxed);
 	s->holes_punched = atomic_load_explicit(&b->holes_punched, memory_order_relaxed);
+}
+
+/* ---- segment compaction ----------------------------------------------------- */
+
+int backing_pick_sparse(struct backing *b, unsigned int pct, uint32_t *seg)
+{
+	uint32_t i, best = NO_SEG, best_live = (uint32_t)((uint64_t)BACKING_SEG_SIZE * pct / 100);
+
+	pthread_mutex_lock(&b->lock);
+	for (i = 0; i < b->nr_segs; i++)
+		if (b->state[i] == SEG_FULL && b->live[i] < best_live) {
+			best = i;
+			best_live = b->live[i];
+		}
+	pthread_mutex_unlock(&b->lock);
+	if (best == NO_SEG)
+		return -ENOENT;
+	*seg = best;
+	return 0;
+}
+
+int backing_read_segment(struct backing *b, uint32_t seg, void *buf)
+{
+	size_t done = 0;
+	ssize_t n;
+
+	if (seg >= b->nr_segs)
+		return -EINVAL;
+	while (done < BACKING_SEG_SIZE) {
+		n = pread(b->fd, (unsigned char *)buf + done, BACKING_SEG_SIZE - done,
+			  (off_t)seg * BACKING_SEG_SIZE + (off_t)done);
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n < 0) {
+			atomic_fetch_add_explicit(&b->read_errors, 1, memory_order_relaxed);
+			return -errno;
+		}
+		if (n == 0)
+			break;	/* a segment written short (its tail was never used) */
+		done += (size_t)n;
+	}
+	/* Past what was written reads as no object. */
+	memset((unsigned char *)buf + done, 0, BACKING_SEG_SIZE - done);
+	return 0;
+}
+
+bool backing_next_object(const void *buf, uint32_t seg, uint32_t *pos,
+			 struct backing_object *obj)
+{
+	const unsigned char *base = buf;
+
+	while (*pos + BACKING_HDR_SIZE <= BACKING_SEG_SIZE) {
+		const struct backing_hdr *h = (const void *)(base + *pos);
+		uint32_t at = *pos;
+
+		/* Objects are packed from the start: the first non-object ends them. */
+		if (h->magic != BACKING_MAGIC || h->len == 0 || h->len > BACKING_MAX_DATA ||
+		    at + obj_size(h->len) > BACKING_SEG_SIZE)
+			return false;
+		*pos = at + obj_size(h->len);
+		if (obj_crc(h, h + 1) != h->crc)
+			continue;
+		obj->loc = (uint64_t)seg * BACKING_SEG_SIZE + at;
+		obj->slot = h->slot;
+		obj->len = h->len;
+		obj->codec = h->codec;
+		obj->data = h + 1;
+		return true;
+	}
+	return false;
 }

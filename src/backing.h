@@ -4,10 +4,12 @@
  *
  * The file is cut into segments of BACKING_SEG_SIZE.  Objects (a compressed
  * page and a 16-byte header) are packed back to back, 16-byte aligned, into
- * one in-memory segment buffer, which backing_flush() writes with a single
- * O_DIRECT pwrite: the SSD sees few large writes, and the page cache does
- * not grow under the very memory pressure writeback relieves.  A segment is
- * written once; it becomes free again when its last object is freed, and
+ * one in-memory segment buffer, which backing_flush() writes with O_DIRECT
+ * pwrites of what was appended since the last flush: the SSD sees few large
+ * writes, and the page cache does not grow under the very memory pressure
+ * writeback relieves.  A segment is filled once (only the block where one
+ * flush ended is written again by the next); it becomes free again when its
+ * last object is freed, and
  * then a hole is punched over it (TRIM on an SSD) and it is reused, lowest
  * first, so the file stays as small as the live data allows.  Rewriting the
  * live objects of sparse segments (compaction) is the caller's business:
@@ -31,6 +33,7 @@
 #ifndef ZSWAPFS_BACKING_H
 #define ZSWAPFS_BACKING_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -74,9 +77,11 @@ void backing_close(struct backing *b);
 int backing_append(struct backing *b, uint32_t slot, uint8_t codec, const void *data,
 		   uint16_t len, uint64_t *loc);
 /*
- * Write the open segment to the file and open the next free one.  A
- * segment is closed by its flush: the room left in it is not used, so flush
- * when an append says -ENOSPC or a batch of writeback ends.  Returns 0 when
+ * Write what was appended to the open segment since the last flush.  The
+ * segment stays open for more appends until one found no room (or no raw
+ * page would fit any more); then the flush closes it and opens the next free
+ * one.  So flush when an append says -ENOSPC and when a batch of writeback
+ * ends; small batches still share segments.  Returns 0 when
  * the objects appended since the last flush are on disk (also when no free
  * segment is left to open: the next append says -ENOSPC); -ENOSPC when there
  * was nothing to write and still no free segment; or the write's error
@@ -99,6 +104,31 @@ int backing_read(struct backing *b, uint64_t loc, uint32_t slot, void *scratch,
 		 const void **data, uint16_t *len, uint8_t *codec);
 /* The object at loc, of len bytes, is dead. */
 void backing_free(struct backing *b, uint64_t loc, uint16_t len);
+
+/*
+ * Segment compaction: objects of a sparse segment are read back and staged
+ * again (by the writer), and the segment is freed when its last object has
+ * moved.  backing_pick_sparse() finds the written segment with the fewest
+ * live bytes, if that is below pct % of a segment: 0 and *seg, or -ENOENT.
+ * backing_read_segment() reads a whole segment into buf (BACKING_SEG_SIZE
+ * bytes, BACKING_ALIGN-aligned).  backing_next_object() walks what it read:
+ * from *pos (start at 0), the next object whose header and checksum are
+ * good; false at the end.  Objects that fail their checksum are skipped:
+ * their slots get EIO on read whatever happens, and they keep the segment
+ * alive.
+ */
+struct backing_object {
+	uint64_t loc;
+	uint32_t slot;
+	uint16_t len;
+	uint8_t codec;
+	const void *data;
+};
+
+int backing_pick_sparse(struct backing *b, unsigned int pct, uint32_t *seg);
+int backing_read_segment(struct backing *b, uint32_t seg, void *buf);
+bool backing_next_object(const void *buf, uint32_t seg, uint32_t *pos,
+			 struct backing_object *obj);
 
 struct backing_stats {
 	uint64_t bytes_max;		/* max_size, in whole segments */

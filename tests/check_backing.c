@@ -105,6 +105,27 @@ static int put(struct backing *b, uint32_t slot, uint16_t len, uint64_t *loc)
 	return r;
 }
 
+/* Fill whole segments with objects of slot base.., return how many. */
+static uint32_t fill_segment(struct backing *b, uint32_t base, struct obj *o)
+{
+	unsigned char data[2000];
+	uint32_t n = 0;
+	int r;
+
+	for (;;) {
+		o[n].len = 2000;
+		make_data(data, o[n].len, base + n, 0);
+		r = backing_append(b, base + n, (uint8_t)((base + n) % 3), data, o[n].len,
+				   &o[n].loc);
+		if (r == -ENOSPC)
+			break;
+		ck_assert_int_eq(r, 0);
+		o[n].live = true;
+		n++;
+	}
+	return n;
+}
+
 static void check_obj(struct backing *b, void *scratch, uint32_t slot, const struct obj *o)
 {
 	unsigned char want[BACKING_MAX_DATA];
@@ -325,7 +346,8 @@ START_TEST(test_round_trip)
 	ck_assert_uint_eq(s.objects, NOBJ);
 	ck_assert_uint_eq(s.bytes_live, live);
 	ck_assert_uint_ge(s.writes, 5);		/* ~6.3 MiB of objects */
-	ck_assert_uint_eq(s.segments, s.writes + 1);	/* full ones + the open one */
+	/* each full one written once, and the open one by the last flush */
+	ck_assert_uint_eq(s.segments, s.writes);
 	ck_assert_uint_eq(s.bytes_used, s.segments * SEG);
 	ck_assert_uint_eq(s.read_errors, 0);
 	ck_assert_uint_eq(s.write_errors, 0);
@@ -379,6 +401,7 @@ START_TEST(test_corruption)
 	const void *data;
 	uint16_t len;
 	uint8_t codec;
+	static struct obj filler[600];
 	struct obj o[4];
 	unsigned char byte;
 	uint32_t i;
@@ -396,6 +419,8 @@ START_TEST(test_corruption)
 	ck_assert_int_eq(backing_read(b, 8, 0, scratch, &data, &len, &codec), -EIO);
 	ck_assert_int_eq(backing_read(b, 4 * MIB, 0, scratch, &data, &len, &codec), -EIO);
 	ck_assert_int_eq(backing_read(b, 3 * MIB, 0, scratch, &data, &len, &codec), -EIO);
+	/* fill the segment so that the flush closes it: reads then go to the disk */
+	fill_segment(b, 100, filler);
 	ck_assert_int_eq(backing_flush(b), 0);
 	ck_assert_int_eq(backing_read(b, o[0].loc, 99, scratch, &data, &len, &codec), -EIO);
 	ck_assert_int_eq(backing_read(b, o[1].loc + 16, 1, scratch, &data, &len, &codec), -EIO);
@@ -423,27 +448,6 @@ START_TEST(test_corruption)
 	free(scratch);
 }
 END_TEST
-
-/* Fill whole segments with objects of slot base.., return how many. */
-static uint32_t fill_segment(struct backing *b, uint32_t base, struct obj *o)
-{
-	unsigned char data[2000];
-	uint32_t n = 0;
-	int r;
-
-	for (;;) {
-		o[n].len = 2000;
-		make_data(data, o[n].len, base + n, 0);
-		r = backing_append(b, base + n, (uint8_t)((base + n) % 3), data, o[n].len,
-				   &o[n].loc);
-		if (r == -ENOSPC)
-			break;
-		ck_assert_int_eq(r, 0);
-		o[n].live = true;
-		n++;
-	}
-	return n;
-}
 
 START_TEST(test_free_punch_reuse)
 {
@@ -631,7 +635,8 @@ START_TEST(test_flush_error_abort)
 	backing_get_stats(b, &s);
 	ck_assert_uint_eq(s.objects, 0);
 	ck_assert_uint_eq(s.bytes_live, 0);
-	ck_assert_uint_eq(s.holes_punched, 2);
+	/* segment 0 is punched; segment 1 is still the open one, empty again */
+	ck_assert_uint_eq(s.holes_punched, 1);
 	ck_assert_uint_eq(s.segments, 1);
 	backing_close(b);
 	free(scratch);
@@ -669,6 +674,108 @@ static void *conc_reader(void *arg)
 	free(scratch);
 	return (void *)n;
 }
+
+/* Small batches share a segment: each flush writes from where the last ended. */
+START_TEST(test_partial_flushes_pack)
+{
+	static struct obj o[64], filler[600];
+	struct backing_stats s;
+	struct backing *b;
+	void *scratch = scratch_alloc();
+	uint32_t i;
+
+	b = backing_open(path, 4 * MIB, err, sizeof(err));
+	ck_assert_msg(b != NULL, "%s", err);
+	for (i = 0; i < 64; i++) {
+		o[i].len = 700;
+		ck_assert_int_eq(put(b, i, o[i].len, &o[i].loc), 0);
+		if (i % 8 == 7)
+			ck_assert_int_eq(backing_flush(b), 0);	/* a batch of 8 ends */
+	}
+	backing_get_stats(b, &s);
+	ck_assert_uint_eq(s.segments, 1);		/* all in segment 0 */
+	ck_assert_uint_eq(o[63].loc / SEG, 0);
+	ck_assert_uint_eq(s.writes, 8);
+	/* 64 x 720 bytes = 45 KiB; each flush rewrites at most one block again */
+	ck_assert_uint_le(s.bytes_written, 64 * 720 + 8 * BACKING_ALIGN);
+	/* an abort drops only what came after the last flush */
+	ck_assert_int_eq(put(b, 500, 700, &filler[0].loc), 0);
+	backing_abort(b);
+	backing_get_stats(b, &s);
+	ck_assert_uint_eq(s.objects, 64);
+	/* close it, then every object reads back from the disk */
+	fill_segment(b, 1000, filler);
+	ck_assert_int_eq(backing_flush(b), 0);
+	for (i = 0; i < 64; i++)
+		check_obj(b, scratch, i, &o[i]);
+	backing_close(b);
+	free(scratch);
+}
+END_TEST
+
+/* The pieces of segment compaction: the sparsest segment, and its live objects. */
+START_TEST(test_sparse_segments)
+{
+	static struct obj a[600], c[600];
+	struct backing_object bo;
+	struct backing *b;
+	void *buf;
+	uint32_t na, nc, i, seg, pos, seen;
+
+	ck_assert_int_eq(posix_memalign(&buf, BACKING_ALIGN, SEG), 0);
+	b = backing_open(path, 4 * MIB, err, sizeof(err));
+	ck_assert_msg(b != NULL, "%s", err);
+	na = fill_segment(b, 0, a);
+	ck_assert_int_eq(backing_flush(b), 0);
+	nc = fill_segment(b, 5000, c);
+	ck_assert_int_eq(backing_flush(b), 0);
+	ck_assert_int_eq(backing_pick_sparse(b, 50, &seg), -ENOENT);	/* both full */
+	/* segment 0 down to a quarter, segment 1 to a half */
+	for (i = 0; i < na; i++)
+		if (i % 4) {
+			backing_free(b, a[i].loc, a[i].len);
+			a[i].live = false;
+		}
+	for (i = 0; i < nc; i++)
+		if (i % 2) {
+			backing_free(b, c[i].loc, c[i].len);
+			c[i].live = false;
+		}
+	ck_assert_int_eq(backing_pick_sparse(b, 60, &seg), 0);
+	ck_assert_uint_eq(seg, 0);
+	ck_assert_int_eq(backing_pick_sparse(b, 20, &seg), -ENOENT);
+
+	/* the walk finds every object written, dead ones too (the caller asks the
+	 * slot table which are live), with the right slot, length and data */
+	ck_assert_int_eq(backing_read_segment(b, 0, buf), 0);
+	pos = 0;
+	seen = 0;
+	while (backing_next_object(buf, 0, &pos, &bo)) {
+		unsigned char want[2000];
+
+		ck_assert_uint_lt(bo.slot, na);
+		ck_assert_uint_eq(bo.loc, a[bo.slot].loc);
+		ck_assert_uint_eq(bo.len, 2000);
+		ck_assert_uint_eq(bo.codec, bo.slot % 3);
+		make_data(want, bo.len, bo.slot, 0);
+		ck_assert(memcmp(bo.data, want, bo.len) == 0);
+		seen++;
+	}
+	ck_assert_uint_eq(seen, na);
+	/* a damaged object is skipped, the walk goes on */
+	((unsigned char *)buf)[a[1].loc + 16 + 7] ^= 1;
+	pos = 0;
+	seen = 0;
+	while (backing_next_object(buf, 0, &pos, &bo)) {
+		ck_assert_uint_ne(bo.slot, 1);
+		seen++;
+	}
+	ck_assert_uint_eq(seen, na - 1);
+	ck_assert_int_eq(backing_read_segment(b, 99, buf), -EINVAL);
+	backing_close(b);
+	free(buf);
+}
+END_TEST
 
 START_TEST(test_concurrent_reads)
 {
@@ -719,6 +826,8 @@ static Suite *backing_suite(void)
 	tcase_add_test(tc, test_full);
 	tcase_add_test(tc, test_flush_error_abort);
 	tcase_add_test(tc, test_concurrent_reads);
+	tcase_add_test(tc, test_partial_flushes_pack);
+	tcase_add_test(tc, test_sparse_segments);
 	suite_add_tcase(s, tc);
 	return s;
 }
