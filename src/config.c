@@ -17,6 +17,7 @@ enum setting_type {
 	SETTING_INT,
 	SETTING_CODEC,		/* a codec name */
 	SETTING_BOOL,		/* true/false, yes/no, on/off, 1/0 */
+	SETTING_PATH,		/* an absolute path, or "" for none */
 };
 
 struct setting {
@@ -73,6 +74,28 @@ static const struct setting settings[] = {
 
 	{ "compact.threshold", SETTING_INT, 0, 100, false, "20", OFF(compact_threshold),
 	  "compact when this % of the arena's memory holds no object; 0: only on command" },
+
+	{ "writeback.backing_file", SETTING_PATH, 0, 0, false, "", OFF(writeback_backing_file),
+	  "file that cold pages are written back to, compressed (\"\": no writeback)" },
+	{ "writeback.enabled", SETTING_BOOL, 0, 1, false, "true", OFF(writeback_enabled),
+	  "write back on its own (watermarks, idle timer, full arena), not only on command" },
+	{ "writeback.max_size", SETTING_SIZE, 0, INT64_C(1) << 44, false, "0",
+	  OFF(writeback_max_size), "most bytes of the backing file; 0: the size of the swap file" },
+	/* Hours, as zram users run their writeback scripts: a page swapped out
+	 * and back within minutes should never cost an SSD write. */
+	{ "writeback.idle_age", SETTING_INT, 0, INT64_C(1) << 31, false, "3600",
+	  OFF(writeback_idle_age), "seconds untouched before a page is written back; 0: never" },
+	{ "writeback.high_watermark", SETTING_INT, 1, 100, false, "90",
+	  OFF(writeback_high_watermark), "% of mem_limit above which cold pages are written back" },
+	{ "writeback.low_watermark", SETTING_INT, 0, 99, false, "70",
+	  OFF(writeback_low_watermark), "% of mem_limit that writeback brings the arena down to" },
+	{ "writeback.daily_limit", SETTING_SIZE, 0, INT64_C(1) << 50, false, "0",
+	  OFF(writeback_daily_limit), "most bytes written to the backing file a day; 0: no limit" },
+	/* Rewriting a segment at half live costs a segment write to free one;
+	 * lower shares free more per write but leave more space dead. */
+	{ "writeback.compact_threshold", SETTING_INT, 0, 99, false, "50",
+	  OFF(writeback_compact_threshold),
+	  "rewrite backing segments whose live share is below this %; 0: never" },
 };
 
 #define NR_SETTINGS (sizeof(settings) / sizeof(settings[0]))
@@ -208,6 +231,19 @@ static int setting_apply(const struct setting *s, struct zs_config *cfg, const c
 		_Static_assert(sizeof(cfg->algorithm) == sizeof(cfg->recompress_algorithm),
 			       "codec fields share one size");
 		return 0;
+	case SETTING_PATH:
+		/* The daemon changes to / when it goes to the background. */
+		if (value[0] && value[0] != '/') {
+			snprintf(errbuf, errlen, "%s: %s: '%s' is not an absolute path", where,
+				 s->name, value);
+			return -EINVAL;
+		}
+		if (strlen(value) >= sizeof(cfg->writeback_backing_file)) {
+			snprintf(errbuf, errlen, "%s: %s: the path is too long", where, s->name);
+			return -EINVAL;
+		}
+		strcpy(field, value);
+		return 0;
 	}
 	return -EINVAL;
 }
@@ -277,7 +313,7 @@ static int load_group(struct zs_config *cfg, const config_setting_t *group, cons
 
 	for (i = 0; i < n; i++) {
 		const config_setting_t *cs = config_setting_get_elem(group, (unsigned int)i);
-		char name[128], where[512], value[256];
+		char name[128], where[512], value[1024];
 		int err;
 
 		snprintf(name, sizeof(name), "%s%s", prefix, config_setting_name(cs));
@@ -348,6 +384,17 @@ int config_validate(const struct zs_config *cfg, char *errbuf, size_t errlen)
 	    validate_level("recompress.level", cfg->recompress_level_origin,
 			   cfg->recompress_algorithm, cfg->recompress_level, errbuf, errlen))
 		return -EINVAL;
+	if (cfg->writeback_low_watermark >= cfg->writeback_high_watermark) {
+		snprintf(errbuf, errlen, "writeback.low_watermark (%" PRId64
+			 "%%) must be below writeback.high_watermark (%" PRId64 "%%)",
+			 cfg->writeback_low_watermark, cfg->writeback_high_watermark);
+		return -EINVAL;
+	}
+	if (cfg->writeback_max_size && cfg->writeback_max_size < (UINT64_C(1) << 20)) {
+		snprintf(errbuf, errlen, "writeback.max_size: %" PRIu64
+			 " bytes is less than one 1 MiB segment", cfg->writeback_max_size);
+		return -EINVAL;
+	}
 	return 0;
 }
 
@@ -357,6 +404,6 @@ void config_print_help(FILE *out)
 
 	fprintf(out, "Settings (config file keys; also -o key=value):\n");
 	for (i = 0; i < NR_SETTINGS; i++)
-		fprintf(out, "    %-24s %s (default: %s)\n", settings[i].name, settings[i].help,
-			settings[i].def ? settings[i].def : "see text");
+		fprintf(out, "    %-28s %s (default: %s)\n", settings[i].name, settings[i].help,
+			!settings[i].def ? "see text" : settings[i].def[0] ? settings[i].def : "none");
 }

@@ -34,6 +34,16 @@ struct zs_config {
 	/* Self-compaction (compact.*) */
 	int64_t compact_threshold;	/* % of arena memory unused; 0 = off */
 
+	/* Writeback to a backing file (writeback.*) */
+	char writeback_backing_file[1024];	/* "" = none */
+	bool writeback_enabled;		/* automatic writeback */
+	uint64_t writeback_max_size;	/* bytes; 0 = the swap file's size */
+	int64_t writeback_idle_age;	/* seconds; 0 = no idle timer */
+	int64_t writeback_high_watermark;	/* % of mem_limit */
+	int64_t writeback_low_watermark;
+	uint64_t writeback_daily_limit;	/* bytes a day; 0 = no limit */
+	int64_t writeback_compact_threshold;	/* % live below which a segment is rewritten */
+
 	/* Where the levels were last set ("file:line", "mount option"), for
 	 * the check that can only run once the algorithms are known. */
 	char level_origin[128];
