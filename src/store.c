@@ -8,12 +8,14 @@
  */
 #include <errno.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/types.h>
 #include <time.h>
 
+#include "backing.h"
 #include "store.h"
 
 /* Slot states.  The state and the codec fit in one byte each so that the
@@ -22,16 +24,24 @@ enum slot_state {
 	SLOT_EMPTY = 0,		/* never written or discarded: reads as zeros */
 	SLOT_SAME,		/* every word is slot->loc */
 	SLOT_ARENA,		/* arena object of slot->size bytes at handle slot->loc */
+	SLOT_BACKING,		/* written back: object of slot->size bytes at file location slot->loc */
 };
 
 enum slot_flags {
 	SLOT_HUGE = 1 << 0,	/* stored raw: did not compress below STORE_HUGE_SIZE */
 	SLOT_NORECOMP = 1 << 1,	/* the recompress codec did not improve it: skip */
+	/*
+	 * Copied to the backing file's open segment, not yet on disk.  Any
+	 * replacement of the slot (write, discard, recompression) clears it, an
+	 * arena migration keeps it: so the commit after the segment write knows
+	 * the copy is still this page's data, whatever handle it now has.
+	 */
+	SLOT_WB_PENDING = 1 << 2,
 };
 
 struct slot {
-	uint64_t loc;		/* arena handle, or the fill word of a same page */
-	uint16_t size;		/* bytes in the arena (STORE_PAGE_SIZE when huge) */
+	uint64_t loc;		/* arena handle, backing location, or the fill word */
+	uint16_t size;		/* bytes of the object (STORE_PAGE_SIZE when huge) */
 	uint8_t state;
 	uint8_t flags : 4;
 	uint8_t codec : 4;	/* enum codec_id that compressed the object */
@@ -50,10 +60,15 @@ struct store {
 	const struct codec_ops *recomp_codec;	/* NULL: no recompression */
 	int recomp_level;
 	struct arena *arena;
+	struct backing *backing;		/* NULL: no writeback */
 	struct slot *slots;			/* nr_pages entries; mmap'ed */
 	size_t slots_bytes;
 	struct timespec epoch;
 	pthread_mutex_t slot_locks[STORE_LOCK_STRIPES];
+
+	/* Called, with no lock held, when a write finds the arena full. */
+	int (*_Atomic make_room)(void *arg);
+	void *make_room_arg;
 
 	pthread_mutex_t counters_lock;		/* leaf lock */
 	struct store_counters counters;		/* protected by counters_lock */
@@ -90,6 +105,7 @@ struct store *store_create(const struct store_params *p)
 	st->level = p->level;
 	st->recomp_codec = p->recomp_codec;
 	st->recomp_level = p->recomp_level;
+	st->backing = p->backing;
 	clock_gettime(CLOCK_MONOTONIC_COARSE, &st->epoch);
 
 	/* An anonymous mapping reads as zeros: every slot starts SLOT_EMPTY. */
@@ -133,6 +149,14 @@ int store_worker_init(struct store_worker *w, const struct store *st)
 	int err;
 
 	memset(w, 0, sizeof(*w));
+	if (st->backing) {
+		void *scratch;
+
+		err = posix_memalign(&scratch, BACKING_ALIGN, BACKING_SCRATCH_SIZE);
+		if (err)
+			return -err;
+		w->bscratch = scratch;
+	}
 	/* Every codec, not only the configured one: a page keeps the codec that
 	 * stored it, and reads must never allocate. */
 	for (id = 0; id < CODEC_COUNT; id++) {
@@ -151,6 +175,8 @@ int store_worker_init(struct store_worker *w, const struct store *st)
 out_fini:
 	while (id--)
 		codec_ctx_fini(&w->ctx[id]);
+	free(w->bscratch);
+	w->bscratch = NULL;
 	return err;
 }
 
@@ -161,6 +187,8 @@ void store_worker_fini(struct store_worker *w)
 	for (id = 0; id < CODEC_COUNT; id++)
 		codec_ctx_fini(&w->ctx[id]);
 	codec_ctx_fini(&w->rctx);
+	free(w->bscratch);
+	w->bscratch = NULL;
 }
 
 uint64_t store_nr_pages(const struct store *st)
@@ -183,39 +211,47 @@ struct arena *store_arena(struct store *st)
 	return st->arena;
 }
 
+struct backing *store_backing(struct store *st)
+{
+	return st->backing;
+}
+
 /* ---- counters -------------------------------------------------------- */
+
+/* Add (sign 1) or take away (sign -1) what one slot counts for.  As in
+ * zram, a written-back page still counts as stored, but no longer in the
+ * memory figures (compr_data_size, per codec, huge). */
+static void count_slot(struct store_counters *c, const struct slot *s, int64_t sign)
+{
+	uint64_t one = (uint64_t)sign, bytes = (uint64_t)(sign * s->size);
+
+	if (s->state == SLOT_EMPTY)
+		return;
+	c->pages_stored += one;
+	switch (s->state) {
+	case SLOT_SAME:
+		c->same_pages += one;
+		break;
+	case SLOT_ARENA:
+		c->compr_data_size += bytes;
+		c->codec_pages[s->codec] += one;
+		c->codec_bytes[s->codec] += bytes;
+		if (s->flags & SLOT_HUGE)
+			c->huge_pages += one;
+		break;
+	case SLOT_BACKING:
+		c->bd_count += one;
+		break;
+	}
+}
 
 /* Account for slot `old` being replaced by slot `new` in one step, so that a
  * stats snapshot never sees a page counted twice or not at all. */
 static void count_replace(struct store *st, const struct slot *old, const struct slot *new)
 {
-	struct store_counters *c = &st->counters;
-
 	pthread_mutex_lock(&st->counters_lock);
-	if (old->state != SLOT_EMPTY) {
-		c->pages_stored--;
-		if (old->state == SLOT_SAME) {
-			c->same_pages--;
-		} else {
-			c->compr_data_size -= old->size;
-			c->codec_pages[old->codec]--;
-			c->codec_bytes[old->codec] -= old->size;
-			if (old->flags & SLOT_HUGE)
-				c->huge_pages--;
-		}
-	}
-	if (new->state != SLOT_EMPTY) {
-		c->pages_stored++;
-		if (new->state == SLOT_SAME) {
-			c->same_pages++;
-		} else {
-			c->compr_data_size += new->size;
-			c->codec_pages[new->codec]++;
-			c->codec_bytes[new->codec] += new->size;
-			if (new->flags & SLOT_HUGE)
-				c->huge_pages++;
-		}
-	}
+	count_slot(&st->counters, old, -1);
+	count_slot(&st->counters, new, 1);
 	pthread_mutex_unlock(&st->counters_lock);
 }
 
@@ -321,6 +357,8 @@ static void slot_release(struct store *st, const struct slot *s)
 {
 	if (s->state == SLOT_ARENA)
 		arena_free(st->arena, s->loc);
+	else if (s->state == SLOT_BACKING)
+		backing_free(st->backing, s->loc, s->size);
 }
 
 /* Install a prepared slot; the caller holds the slot lock.  Returns the
@@ -334,12 +372,48 @@ static struct slot slot_swap_locked(struct store *st, uint64_t idx, const struct
 	return old;
 }
 
+/* Turn a stored object (arena or backing) back into the page. */
+static int object_load(struct store_worker *w, const struct slot *s, const void *obj,
+		       void *page)
+{
+	if (s->flags & SLOT_HUGE) {
+		memcpy(page, obj, STORE_PAGE_SIZE);
+		return 0;
+	}
+	if (s->codec >= CODEC_COUNT)
+		return -EIO;
+	if (codec_decompress(&w->ctx[s->codec], obj, s->size, page, STORE_PAGE_SIZE))
+		return -EIO;
+	return 0;
+}
+
+/*
+ * Read a written-back page; the caller holds the slot lock, which keeps the
+ * object from being freed meanwhile.  The page stays on the backing file: the
+ * kernel keeps what it swapped in in its swap cache, so a copy in the arena
+ * would hold the page twice in RAM (see the closing note of issue 3).
+ */
+static int backing_load_locked(struct store *st, struct store_worker *w, uint64_t idx,
+			       const struct slot *s, void *page)
+{
+	const void *obj;
+	uint16_t len;
+	uint8_t codec;
+
+	if (backing_read(st->backing, s->loc, (uint32_t)idx, w->bscratch, &obj, &len, &codec))
+		return -EIO;
+	/* The header matched its checksum; it must also be what the slot says. */
+	if (len != s->size || codec != s->codec)
+		return -EIO;
+	count_add(st, &st->counters.bd_reads, 1);
+	return object_load(w, s, obj, page);
+}
+
 /* Decompress a slot into page; the caller holds the slot lock. */
 static int slot_load_locked(struct store *st, struct store_worker *w, uint64_t idx,
 			    void *page)
 {
 	struct slot *s = &st->slots[idx];
-	const void *obj;
 
 	switch (s->state) {
 	case SLOT_EMPTY:
@@ -349,16 +423,9 @@ static int slot_load_locked(struct store *st, struct store_worker *w, uint64_t i
 		fill_page(page, s->loc);
 		return 0;
 	case SLOT_ARENA:
-		obj = arena_map(st->arena, s->loc);
-		if (s->flags & SLOT_HUGE) {
-			memcpy(page, obj, STORE_PAGE_SIZE);
-			return 0;
-		}
-		if (s->codec >= CODEC_COUNT)
-			return -EIO;
-		if (codec_decompress(&w->ctx[s->codec], obj, s->size, page, STORE_PAGE_SIZE))
-			return -EIO;
-		return 0;
+		return object_load(w, s, arena_map(st->arena, s->loc), page);
+	case SLOT_BACKING:
+		return backing_load_locked(st, w, idx, s, page);
 	}
 	return -EIO;
 }
@@ -378,13 +445,24 @@ static int page_read(struct store *st, struct store_worker *w, uint64_t idx, voi
 	return err;
 }
 
+void store_set_make_room(struct store *st, int (*fn)(void *arg), void *arg)
+{
+	st->make_room_arg = arg;
+	atomic_store(&st->make_room, fn);
+}
+
 static int page_write(struct store *st, struct store_worker *w, uint64_t idx, const void *page)
 {
 	pthread_mutex_t *lock = slot_lock(st, idx);
+	int (*make_room)(void *arg);
 	struct slot new, old;
 	int err;
 
 	err = page_prepare(st, w, idx, page, &new);
+	/* A full arena: room may be made (writeback), then try once more. */
+	while (err == -ENOSPC && (make_room = atomic_load(&st->make_room)) &&
+	       make_room(st->make_room_arg) == 0)
+		err = page_prepare(st, w, idx, page, &new);
 	if (err)
 		return err;
 	pthread_mutex_lock(lock);
@@ -565,6 +643,8 @@ void store_slot_info(struct store *st, uint64_t idx, struct store_slot_info *inf
 
 	pthread_mutex_lock(lock);
 	info->candidate = slot_recomp_candidate(st, s);
+	info->in_arena = s->state == SLOT_ARENA;
+	info->on_backing = s->state == SLOT_BACKING;
 	info->huge = s->flags & SLOT_HUGE;
 	info->size = s->size;
 	info->atime = s->atime;
@@ -632,7 +712,8 @@ enum store_recomp_result store_recompress(struct store *st, struct store_worker 
 	new.loc = handle;
 	new.size = (uint16_t)clen;
 	new.codec = st->recomp_codec->id;
-	new.flags = (uint8_t)(then.flags & ~SLOT_HUGE);
+	/* New data: a copy on its way to the backing file is not of it. */
+	new.flags = (uint8_t)(then.flags & ~(SLOT_HUGE | SLOT_WB_PENDING));
 
 	pthread_mutex_lock(lock);
 	if (!slot_unchanged(&st->slots[idx], &then)) {
@@ -675,4 +756,116 @@ static int store_migrate(void *cookie, uint32_t owner, uint64_t old_handle, cons
 uint64_t store_compact(struct store *st)
 {
 	return arena_compact(st->arena, store_migrate, st);
+}
+
+/* ---- writeback ---------------------------------------------------------- */
+
+/*
+ * Both kinds of staging copy an object into the backing file's open segment
+ * under the slot lock and mark the slot SLOT_WB_PENDING; the slot keeps
+ * pointing where it did, so reads are served as before until the segment is
+ * on disk and store_wb_commit() moves the slot over.
+ */
+static int wb_stage_locked(struct store *st, uint64_t idx, struct slot *s, const void *obj,
+			   struct store_wb_entry *e)
+{
+	int err = backing_append(st->backing, (uint32_t)idx, s->codec, obj, s->size, &e->to);
+
+	if (err)
+		return err;
+	e->idx = (uint32_t)idx;
+	e->len = s->size;
+	e->from = s->loc;
+	s->flags |= SLOT_WB_PENDING;
+	return 0;
+}
+
+bool store_wb_eligible(const struct store_slot_info *info, const struct store_wb_filter *f)
+{
+	return info->in_arena && info->atime <= f->idle_before && (!f->huge_only || info->huge);
+}
+
+int store_wb_stage_page(struct store *st, uint64_t idx, const struct store_wb_filter *f,
+			struct store_wb_entry *e)
+{
+	pthread_mutex_t *lock = slot_lock(st, idx);
+	struct slot *s = &st->slots[idx];
+	struct store_slot_info info;
+	int ret = 1;
+
+	if (!st->backing || idx >= st->nr_pages)
+		return 1;
+	pthread_mutex_lock(lock);
+	info.in_arena = s->state == SLOT_ARENA;
+	info.huge = s->flags & SLOT_HUGE;
+	info.atime = s->atime;
+	if (store_wb_eligible(&info, f))
+		ret = wb_stage_locked(st, idx, s, arena_map(st->arena, s->loc), e);
+	pthread_mutex_unlock(lock);
+	return ret;
+}
+
+int store_wb_stage_move(struct store *st, uint32_t idx, uint64_t from, const void *data,
+			uint16_t len, uint8_t codec, struct store_wb_entry *e)
+{
+	pthread_mutex_t *lock;
+	struct slot *s;
+	int ret = 1;
+
+	if (!st->backing || idx >= st->nr_pages)
+		return 1;
+	lock = slot_lock(st, idx);
+	s = &st->slots[idx];
+	pthread_mutex_lock(lock);
+	/* Only the object the slot still points to is worth keeping. */
+	if (s->state == SLOT_BACKING && s->loc == from && s->size == len && s->codec == codec)
+		ret = wb_stage_locked(st, idx, s, data, e);
+	pthread_mutex_unlock(lock);
+	return ret;
+}
+
+void store_wb_commit(struct store *st, const struct store_wb_entry *e, size_t n, bool written,
+		     struct store_wb_commit_result *res)
+{
+	size_t i;
+
+	memset(res, 0, sizeof(*res));
+	for (i = 0; i < n; i++) {
+		pthread_mutex_t *lock = slot_lock(st, e[i].idx);
+		struct slot *s = &st->slots[e[i].idx];
+		struct slot old = { 0 }, new;
+		bool kept;
+
+		pthread_mutex_lock(lock);
+		kept = s->flags & SLOT_WB_PENDING;
+		s->flags &= (uint8_t)~SLOT_WB_PENDING;
+		if (kept && written) {
+			new = *s;
+			new.state = SLOT_BACKING;
+			new.loc = e[i].to;
+			old = slot_swap_locked(st, e[i].idx, &new);
+		}
+		pthread_mutex_unlock(lock);
+
+		if (!written) {
+			/* The segment never reached the disk: nothing to free. */
+			res->kept_in_ram += kept;
+			continue;
+		}
+		if (!kept) {
+			/* Rewritten or discarded meanwhile: the copy is dead. */
+			res->raced++;
+			backing_free(st->backing, e[i].to, e[i].len);
+			continue;
+		}
+		slot_release(st, &old);
+		if (old.state == SLOT_ARENA) {
+			res->pages++;
+			res->bytes += e[i].len;
+		} else {
+			res->moves++;
+		}
+	}
+	if (res->pages)
+		count_add(st, &st->counters.bd_writes, res->pages);
 }

@@ -31,6 +31,8 @@
 #include "arena.h"
 #include "codec.h"
 
+struct backing;
+
 #define STORE_PAGE_SIZE		4096u
 #define STORE_PAGE_SHIFT	12
 /*
@@ -49,6 +51,8 @@ struct store_params {
 	uint64_t mem_limit;		/* arena bytes; 0 = no limit */
 	const struct codec_ops *recomp_codec;	/* for idle pages; NULL: none */
 	int recomp_level;
+	struct backing *backing;	/* written-back pages go here; NULL: none.
+					 * Not owned: close it after store_destroy(). */
 };
 
 /* Per-thread state: codec contexts and page buffers.  Never shared. */
@@ -57,6 +61,7 @@ struct store_worker {
 	struct codec_ctx rctx;			/* recompression, at its own level */
 	unsigned char cbuf[STORE_PAGE_SIZE];	/* compressed output */
 	unsigned char pbuf[STORE_PAGE_SIZE];	/* partial-page scratch */
+	void *bscratch;				/* backing reads (aligned); with a backing file */
 };
 
 /* The figures of the stats file that the store keeps (zram's meanings). */
@@ -76,6 +81,9 @@ struct store_counters {
 	uint64_t recompressed;		/* pages that took the smaller result */
 	uint64_t recompress_skipped;	/* saved less than the threshold: marked */
 	uint64_t recompress_incompressible; /* still over the huge size: marked */
+	uint64_t bd_count;		/* pages on the backing file now */
+	uint64_t bd_reads;		/* pages read from it */
+	uint64_t bd_writes;		/* pages written to it */
 };
 
 struct store;
@@ -90,6 +98,7 @@ void store_worker_fini(struct store_worker *w);
 uint64_t store_size(const struct store *st);
 const struct codec_ops *store_codec(const struct store *st);
 struct arena *store_arena(struct store *st);
+struct backing *store_backing(struct store *st);
 
 /*
  * Read len bytes at off into buf.  Returns the number of bytes read (short
@@ -108,6 +117,13 @@ ssize_t store_read(struct store *st, struct store_worker *w, uint64_t off, void 
 int store_write(struct store *st, struct store_worker *w, uint64_t off, const void *buf,
 		size_t len);
 /*
+ * With a make-room function set, a full-page write that finds the arena
+ * full calls it (with no lock held) and tries again for as long as it
+ * returns 0; the write fails with -ENOSPC once it returns an error.  NULL
+ * unsets it.  Partial-page writes do not wait: they fail at once.
+ */
+void store_set_make_room(struct store *st, int (*fn)(void *arg), void *arg);
+/*
  * Discard (punch a hole in) len bytes at off: whole pages are freed, partial
  * pages at the edges are zeroed.  Returns 0, -EFBIG past the end, or an error
  * from zeroing a partial page.
@@ -117,8 +133,10 @@ int store_discard(struct store *st, struct store_worker *w, uint64_t off, uint64
 /* What the recompression scan needs to know of a slot. */
 struct store_slot_info {
 	bool candidate;		/* in the arena, not yet tried with the recompress codec */
+	bool in_arena;
+	bool on_backing;
 	bool huge;
-	uint16_t size;		/* bytes in the arena */
+	uint16_t size;		/* bytes of the object */
 	uint32_t atime;		/* seconds since the store started */
 };
 
@@ -148,6 +166,57 @@ enum store_recomp_result {
 enum store_recomp_result store_recompress(struct store *st, struct store_worker *w,
 					  uint64_t idx, uint32_t idle_before, size_t threshold,
 					  bool huge_only);
+
+/*
+ * Writeback: moving objects to the backing file (store_params.backing).
+ * One thread at a time (the backing file's single writer):
+ *   1. store_wb_stage_page() copies a page's arena object into the backing
+ *      file's open segment (store_wb_stage_move() an object already on the
+ *      backing file, for segment compaction), and records it in an entry;
+ *   2. backing_flush() writes the segment;
+ *   3. store_wb_commit() points every slot whose page was not rewritten,
+ *      discarded or recompressed meanwhile at its copy on disk and frees
+ *      the old object; copies of changed pages are freed instead.
+ * After a failed flush, backing_abort() and store_wb_commit(written=false):
+ * every page stays where it was.  Reads see the old object until the commit.
+ */
+struct store_wb_entry {
+	uint64_t from;		/* arena handle (or old location) at staging */
+	uint64_t to;		/* location of the copy in the backing file */
+	uint32_t idx;
+	uint16_t len;
+};
+
+struct store_wb_filter {
+	uint32_t idle_before;	/* only pages with atime <= this */
+	bool huge_only;		/* only pages stored raw */
+};
+
+/* A slot described by info is a writeback candidate under filter f. */
+bool store_wb_eligible(const struct store_slot_info *info, const struct store_wb_filter *f);
+
+/*
+ * Stage page idx if it is in the arena and passes f.  Returns 0 (staged, *e
+ * filled), 1 (not eligible), or backing_append's error: -ENOSPC when the
+ * open segment is full (flush, commit, then stage again).
+ */
+int store_wb_stage_page(struct store *st, uint64_t idx, const struct store_wb_filter *f,
+			struct store_wb_entry *e);
+/* Stage the object at backing location from (len bytes of data, read from
+ * its segment) if slot idx still points to it.  Returns as above. */
+int store_wb_stage_move(struct store *st, uint32_t idx, uint64_t from, const void *data,
+			uint16_t len, uint8_t codec, struct store_wb_entry *e);
+
+struct store_wb_commit_result {
+	uint64_t pages;		/* pages that left the arena (counted in bd_writes) */
+	uint64_t bytes;		/* and their object bytes */
+	uint64_t moves;		/* objects moved within the backing file */
+	uint64_t raced;		/* changed meanwhile: their copies freed */
+	uint64_t kept_in_ram;	/* the segment was not written: left where they were */
+};
+
+void store_wb_commit(struct store *st, const struct store_wb_entry *e, size_t n, bool written,
+		     struct store_wb_commit_result *res);
 
 /* Compact the arena.  Returns pages given back. */
 uint64_t store_compact(struct store *st);

@@ -1,0 +1,364 @@
+/* SPDX-License-Identifier: GPL-2.0-or-later */
+#include <errno.h>
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "backing.h"
+#include "store.h"
+#include "writeback.h"
+
+/* Access-time buckets of the coldest-first histogram. */
+#define WB_BUCKETS		256
+/* Most objects a segment can hold: the smallest is 32 bytes with its header. */
+#define WB_BATCH_MAX		(BACKING_SEG_SIZE / 32)
+#define DAY_S			86400
+
+struct writeback {
+	struct store *st;
+	struct backing *b;
+	struct writeback_config cfg;
+	struct store_wb_entry *batch;	/* staged since the last flush */
+	size_t n;
+	uint64_t staged_bytes;		/* object bytes in batch */
+	void *segbuf;			/* a whole segment, for compaction */
+
+	pthread_mutex_t lock;		/* guards the fields below, for stats readers */
+	struct writeback_stats stats;
+	/* The daily budget: refilled at daily_limit / DAY_S bytes a second. */
+	struct timespec refilled;
+	double budget;			/* bytes */
+};
+
+static void set_status(struct writeback *wb, enum writeback_status s)
+{
+	pthread_mutex_lock(&wb->lock);
+	wb->stats.status = s;
+	pthread_mutex_unlock(&wb->lock);
+}
+
+/* ---- the daily budget ---------------------------------------------------- */
+
+static void budget_refill(struct writeback *wb)
+{
+	struct timespec now;
+	double secs;
+
+	if (!wb->cfg.daily_limit)
+		return;
+	clock_gettime(CLOCK_MONOTONIC, &now);
+	secs = (double)(now.tv_sec - wb->refilled.tv_sec) +
+	       (double)(now.tv_nsec - wb->refilled.tv_nsec) / 1e9;
+	pthread_mutex_lock(&wb->lock);
+	wb->refilled = now;
+	wb->budget += secs * (double)wb->cfg.daily_limit / DAY_S;
+	if (wb->budget > (double)wb->cfg.daily_limit)
+		wb->budget = (double)wb->cfg.daily_limit;
+	pthread_mutex_unlock(&wb->lock);
+}
+
+/* Room in the budget for another object of at most a page (and its header
+ * and the block a flush may write again). */
+static bool budget_allows(struct writeback *wb)
+{
+	bool ok;
+
+	if (!wb->cfg.daily_limit)
+		return true;
+	pthread_mutex_lock(&wb->lock);
+	ok = wb->budget >= (double)(wb->staged_bytes + 2 * BACKING_ALIGN + STORE_PAGE_SIZE);
+	pthread_mutex_unlock(&wb->lock);
+	return ok;
+}
+
+static void budget_charge(struct writeback *wb, uint64_t bytes)
+{
+	if (!wb->cfg.daily_limit)
+		return;
+	pthread_mutex_lock(&wb->lock);
+	wb->budget -= (double)bytes;
+	if (wb->budget < 0)
+		wb->budget = 0;
+	pthread_mutex_unlock(&wb->lock);
+}
+
+/* ---- create / destroy ------------------------------------------------------ */
+
+struct writeback *writeback_create(struct store *st, const struct writeback_config *cfg)
+{
+	struct writeback *wb;
+	int err;
+
+	if (!store_backing(st)) {
+		errno = EINVAL;
+		return NULL;
+	}
+	wb = calloc(1, sizeof(*wb));
+	if (!wb)
+		return NULL;
+	wb->st = st;
+	wb->b = store_backing(st);
+	wb->cfg = *cfg;
+	wb->batch = calloc(WB_BATCH_MAX, sizeof(*wb->batch));
+	err = posix_memalign(&wb->segbuf, BACKING_ALIGN, BACKING_SEG_SIZE);
+	if (!wb->batch || err) {
+		free(wb->batch);
+		if (!err)
+			free(wb->segbuf);
+		free(wb);
+		errno = ENOMEM;
+		return NULL;
+	}
+	pthread_mutex_init(&wb->lock, NULL);
+	clock_gettime(CLOCK_MONOTONIC, &wb->refilled);
+	/* A day's budget to start with, as after a quiet day. */
+	wb->budget = (double)cfg->daily_limit;
+	return wb;
+}
+
+void writeback_destroy(struct writeback *wb)
+{
+	if (!wb)
+		return;
+	pthread_mutex_destroy(&wb->lock);
+	free(wb->segbuf);
+	free(wb->batch);
+	free(wb);
+}
+
+/* ---- batches ------------------------------------------------------------- */
+
+static enum writeback_status status_of(int err)
+{
+	switch (err) {
+	case 0:
+		return WRITEBACK_OK;
+	case -ENOSPC:
+	case -EDQUOT:
+	case -EFBIG:
+		return WRITEBACK_FULL;
+	default:
+		return WRITEBACK_ERROR;
+	}
+}
+
+/*
+ * Write the open segment and move the staged slots over to it.  On a failed
+ * write every staged page stays where it was, and is counted as kept.
+ */
+static int flush_batch(struct writeback *wb, struct writeback_result *res)
+{
+	struct store_wb_commit_result cr;
+	struct backing_stats before, after;
+	int err;
+
+	backing_get_stats(wb->b, &before);
+	err = backing_flush(wb->b);
+	if (err)
+		backing_abort(wb->b);
+	backing_get_stats(wb->b, &after);
+	budget_charge(wb, after.bytes_written - before.bytes_written);
+
+	store_wb_commit(wb->st, wb->batch, wb->n, !err, &cr);
+	wb->n = 0;
+	wb->staged_bytes = 0;
+	res->pages += cr.pages;
+	res->bytes += cr.bytes;
+	res->raced += cr.raced;
+	res->kept_in_ram += cr.kept_in_ram;
+
+	pthread_mutex_lock(&wb->lock);
+	wb->stats.failed += cr.kept_in_ram;
+	wb->stats.compaction_moves += cr.moves;
+	pthread_mutex_unlock(&wb->lock);
+	return err;
+}
+
+/*
+ * Stage with stage(), flushing when the open segment is full.  Returns 0
+ * (staged), 1 (not eligible) or an error that ends the pass: the backing
+ * file is full (-ENOSPC) or its write failed.
+ */
+static int stage_or_flush(struct writeback *wb, struct writeback_result *res,
+			  int (*stage)(struct writeback *wb, const void *arg,
+				       struct store_wb_entry *e),
+			  const void *arg)
+{
+	int err = stage(wb, arg, &wb->batch[wb->n]);
+
+	if (err == -ENOSPC) {
+		err = flush_batch(wb, res);
+		if (err)
+			return err;
+		err = stage(wb, arg, &wb->batch[wb->n]);
+	}
+	if (err == 0) {
+		wb->staged_bytes += wb->batch[wb->n].len;
+		wb->n++;
+	}
+	return err;
+}
+
+/* ---- coldest first ----------------------------------------------------------- */
+
+struct page_arg {
+	uint64_t idx;
+	const struct store_wb_filter *f;
+};
+
+static int stage_page(struct writeback *wb, const void *arg, struct store_wb_entry *e)
+{
+	const struct page_arg *pa = arg;
+
+	return store_wb_stage_page(wb->st, pa->idx, pa->f, e);
+}
+
+/*
+ * The access time at or below which at least goal bytes of eligible pages
+ * lie (UINT32_MAX when all of them together hold less).
+ */
+static uint32_t coldest_cutoff(struct writeback *wb, const struct store_wb_filter *f,
+			       uint64_t goal)
+{
+	uint64_t bytes[WB_BUCKETS] = { 0 }, sum = 0, nr = store_nr_pages(wb->st), idx;
+	uint64_t span = (uint64_t)store_now(wb->st) + 1;
+	struct store_slot_info info;
+	unsigned int k;
+
+	for (idx = 0; idx < nr; idx++) {
+		store_slot_info(wb->st, idx, &info);
+		if (store_wb_eligible(&info, f) && info.atime < span)
+			bytes[(uint64_t)info.atime * WB_BUCKETS / span] += info.size;
+	}
+	for (k = 0; k < WB_BUCKETS; k++) {
+		sum += bytes[k];
+		if (sum >= goal)	/* the last atime that falls in bucket k */
+			return (uint32_t)(((k + 1) * span + WB_BUCKETS - 1) / WB_BUCKETS - 1);
+	}
+	return UINT32_MAX;
+}
+
+int writeback_run(struct writeback *wb, const struct writeback_pass *p,
+		  struct writeback_result *res)
+{
+	struct store_wb_filter f = { .idle_before = p->idle_before, .huge_only = p->huge_only };
+	struct page_arg pa = { .f = &f };
+	uint64_t nr = store_nr_pages(wb->st);
+	int err = 0;
+
+	memset(res, 0, sizeof(*res));
+	if (p->goal_bytes) {
+		uint32_t cutoff = coldest_cutoff(wb, &f, p->goal_bytes);
+
+		if (cutoff < f.idle_before)
+			f.idle_before = cutoff;
+	}
+	budget_refill(wb);
+	for (pa.idx = 0; pa.idx < nr; pa.idx++) {
+		if (p->stop && atomic_load_explicit(p->stop, memory_order_relaxed))
+			break;
+		if (p->max_pages && res->pages + wb->n >= p->max_pages)
+			break;
+		if (p->goal_bytes && res->bytes + wb->staged_bytes >= p->goal_bytes)
+			break;
+		if (!budget_allows(wb)) {
+			err = -EDQUOT;
+			break;
+		}
+		err = stage_or_flush(wb, res, stage_page, &pa);
+		if (err < 0)
+			break;
+		err = 0;
+	}
+	if (wb->n) {
+		int ferr = flush_batch(wb, res);
+
+		if (!err)
+			err = ferr;
+	}
+	res->error = err;
+	set_status(wb, err == -EDQUOT ? WRITEBACK_LIMIT : status_of(err));
+	return 0;
+}
+
+/* ---- segment compaction ---------------------------------------------------------- */
+
+static int stage_move(struct writeback *wb, const void *arg, struct store_wb_entry *e)
+{
+	const struct backing_object *o = arg;
+
+	return store_wb_stage_move(wb->st, o->slot, o->loc, o->data, o->len, o->codec, e);
+}
+
+unsigned int writeback_compact(struct writeback *wb, unsigned int max_segments,
+			       const _Atomic bool *stop)
+{
+	struct writeback_result res = { 0 };
+	struct backing_object o;
+	unsigned int done = 0;
+	uint32_t seg, pos, last = UINT32_MAX;
+	int err = 0;
+
+	if (!wb->cfg.compact_threshold)
+		return 0;
+	budget_refill(wb);
+	while (done < max_segments && !err) {
+		if (stop && atomic_load_explicit(stop, memory_order_relaxed))
+			break;
+		/* A segment that survived its own compaction holds damaged
+		 * objects (they stay live): leave it rather than loop on it. */
+		if (backing_pick_sparse(wb->b, wb->cfg.compact_threshold, &seg) || seg == last)
+			break;
+		if (backing_read_segment(wb->b, seg, wb->segbuf))
+			break;
+		last = seg;
+		pos = 0;
+		while (!err && backing_next_object(wb->segbuf, seg, &pos, &o)) {
+			if (!budget_allows(wb)) {
+				err = -EDQUOT;
+				break;
+			}
+			err = stage_or_flush(wb, &res, stage_move, &o);
+			if (err > 0)
+				err = 0;
+		}
+		if (wb->n) {
+			int ferr = flush_batch(wb, &res);
+
+			if (!err)
+				err = ferr;
+		}
+		if (!err) {
+			done++;
+			pthread_mutex_lock(&wb->lock);
+			wb->stats.segments_compacted++;
+			pthread_mutex_unlock(&wb->lock);
+		}
+	}
+	if (err)
+		set_status(wb, err == -EDQUOT ? WRITEBACK_LIMIT : status_of(err));
+	return done;
+}
+
+/* ---- stats ---------------------------------------------------------------------- */
+
+void writeback_get_stats(struct writeback *wb, struct writeback_stats *ws)
+{
+	pthread_mutex_lock(&wb->lock);
+	*ws = wb->stats;
+	ws->budget_left = wb->cfg.daily_limit ? (uint64_t)wb->budget : UINT64_MAX;
+	pthread_mutex_unlock(&wb->lock);
+}
+
+const char *writeback_status_name(enum writeback_status s)
+{
+	static const char *const names[] = {
+		[WRITEBACK_OK] = "ok",
+		[WRITEBACK_FULL] = "full",
+		[WRITEBACK_ERROR] = "error",
+		[WRITEBACK_LIMIT] = "limit",
+	};
+
+	return names[s];
+}

@@ -1,0 +1,92 @@
+/* SPDX-License-Identifier: GPL-2.0-or-later */
+/*
+ * writeback: moving cold pages from the arena to the backing file, and
+ * keeping that file packed.
+ *
+ * A pass picks the pages (idle ones, raw ones, or the coldest until enough
+ * bytes have gone), stages them into the backing file's open segment,
+ * writes each full segment with one O_DIRECT write and only then points the
+ * slots at their copies (see store.h, "Writeback").  A segment write that
+ * fails leaves every page where it was: in RAM.  Segment compaction
+ * rewrites the live objects of segments that have become sparse, so that
+ * whole segments die and their space goes back to the filesystem.
+ *
+ * Coldest first without sorting the table: a first scan makes a histogram
+ * of access times weighted by object size, which gives the access time
+ * below which enough bytes lie; a second scan writes those pages back.
+ *
+ * Every byte written counts against writeback.daily_limit, a budget that
+ * refills continuously at daily_limit per 24 h (so a burst may use a day's
+ * budget at once, as zram's writeback_limit allows, but never more).
+ *
+ * One thread at a time (the policy thread): the backing file has a single
+ * writer.  writeback_get_stats() may be called from any thread.
+ */
+#ifndef ZSWAPFS_WRITEBACK_H
+#define ZSWAPFS_WRITEBACK_H
+
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+struct store;
+
+struct writeback_config {
+	uint64_t daily_limit;		/* bytes a day; 0 = no limit */
+	unsigned int compact_threshold;	/* % live below which a segment is rewritten; 0 = never */
+};
+
+struct writeback_pass {
+	uint32_t idle_before;		/* only pages with atime <= this */
+	bool huge_only;			/* only pages stored raw */
+	uint64_t goal_bytes;		/* coldest first until this many object bytes
+					 * left the arena; 0 = every eligible page */
+	uint64_t max_pages;		/* 0 = no limit */
+	const _Atomic bool *stop;	/* checked between pages; may be NULL */
+};
+
+struct writeback_result {
+	uint64_t pages;			/* left the arena */
+	uint64_t bytes;			/* object bytes that left the arena */
+	uint64_t raced;			/* changed while being written: stayed */
+	uint64_t kept_in_ram;		/* the backing file failed: stayed */
+	int error;			/* 0, or why the pass stopped early:
+					 * -ENOSPC (file full), -EIO..., -EDQUOT (budget) */
+};
+
+/* Why writeback last stopped, for the stats file. */
+enum writeback_status {
+	WRITEBACK_OK,
+	WRITEBACK_FULL,			/* the backing file (or its filesystem) is full */
+	WRITEBACK_ERROR,		/* a segment write failed */
+	WRITEBACK_LIMIT,		/* the daily budget is used up */
+};
+
+struct writeback_stats {
+	uint64_t failed;		/* pages kept in RAM by a failed write */
+	uint64_t compaction_moves;	/* objects rewritten by segment compaction */
+	uint64_t segments_compacted;
+	uint64_t budget_left;		/* bytes; UINT64_MAX with no daily limit */
+	enum writeback_status status;
+};
+
+struct writeback;
+
+/* NULL with errno set.  The store must have a backing file. */
+struct writeback *writeback_create(struct store *st, const struct writeback_config *cfg);
+void writeback_destroy(struct writeback *wb);
+
+/* Run one pass.  Returns 0, or -ENOMEM if its index could not be allocated
+ * (res->error says why a pass stopped early). */
+int writeback_run(struct writeback *wb, const struct writeback_pass *p,
+		  struct writeback_result *res);
+
+/* Rewrite sparse segments, at most max_segments of them.  Returns the
+ * number of segments emptied. */
+unsigned int writeback_compact(struct writeback *wb, unsigned int max_segments,
+			       const _Atomic bool *stop);
+
+void writeback_get_stats(struct writeback *wb, struct writeback_stats *ws);
+const char *writeback_status_name(enum writeback_status s);
+
+#endif
