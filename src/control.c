@@ -108,12 +108,43 @@ static int cmd_recompress(struct policy *pol, int argc, char **argv)
 	return policy_request_recompress(pol, &req);
 }
 
+/* writeback idle|huge|huge_idle|all [max_pages=N] */
+static int cmd_writeback(struct policy *pol, int argc, char **argv)
+{
+	static const struct {
+		const char *name;
+		enum policy_wb_type type;
+	} types[] = {
+		{ "idle", POLICY_WB_IDLE },
+		{ "huge", POLICY_WB_HUGE },
+		{ "huge_idle", POLICY_WB_HUGE_IDLE },
+		{ "all", POLICY_WB_ALL },
+	};
+	struct policy_wb_request req = { 0 };
+	const char *v;
+	size_t t;
+
+	for (t = 0; t < sizeof(types) / sizeof(types[0]); t++)
+		if (!strcmp(argv[0], types[t].name))
+			break;
+	if (t == sizeof(types) / sizeof(types[0]))
+		return -EINVAL;
+	req.type = types[t].type;
+	if (argc == 2) {
+		v = arg_value(argv[1], "max_pages");
+		if (!v || parse_u64(v, UINT64_MAX, &req.max_pages) || req.max_pages == 0)
+			return -EINVAL;
+	}
+	return policy_request_writeback(pol, &req);
+}
+
 /* One line per command users can name; help and the man page follow it. */
 static const struct control_cmd commands[] = {
 	{ "compact", 0, 0, cmd_compact, "compact" },
 	{ "idle", 1, 1, cmd_idle, "idle all|SECONDS" },
 	{ "recompress", 0, 3, cmd_recompress,
 	  "recompress [type=idle|huge|huge_idle] [threshold=BYTES] [max_pages=N]" },
+	{ "writeback", 1, 2, cmd_writeback, "writeback idle|huge|huge_idle|all [max_pages=N]" },
 };
 
 int control_run(struct policy *pol, const char *text, size_t len)

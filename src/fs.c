@@ -16,6 +16,7 @@
 #include "fs.h"
 #include "harden.h"
 #include "log.h"
+#include "policy.h"
 #include "store.h"
 
 /* The largest request we accept: fewer, larger requests mean fewer round
@@ -307,6 +308,9 @@ static void fs_write(fuse_req_t req, fuse_ino_t ino, const char *buf, size_t siz
 	start = now_ns();
 	err = store_write(fs->store, &t->worker, (uint64_t)off, buf, size);
 	stats_io_account(&fs->io, STATS_REQ_WRITE, err ? 0 : size, now_ns() - start, err);
+	/* Past the high watermark, writeback starts now, not at the next tick. */
+	if (fs->policy)
+		policy_note_write(fs->policy);
 out:
 	if (err)
 		fuse_reply_err(req, -err);

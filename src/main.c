@@ -22,6 +22,7 @@
 #include "config.h"
 #include "fs.h"
 #include "harden.h"
+#include "backing.h"
 #include "policy.h"
 #include "log.h"
 #include "store.h"
@@ -199,9 +200,35 @@ out_err:
 	return -EINVAL;
 }
 
+/* The store's make-room hook: writeback, done by the policy thread. */
+static int make_room(void *policy)
+{
+	return policy_make_room(policy);
+}
+
+/* Open the backing file, or NULL with nothing to open; -1 after a message. */
+static int open_backing(const struct zs_config *cfg, struct backing **out)
+{
+	uint64_t max = cfg->writeback_max_size ? cfg->writeback_max_size : cfg->size;
+	char err[512];
+
+	*out = NULL;
+	if (!cfg->writeback_backing_file[0])
+		return 0;
+	if (max < BACKING_SEG_SIZE)
+		max = BACKING_SEG_SIZE;
+	*out = backing_open(cfg->writeback_backing_file, max, err, sizeof(err));
+	if (!*out) {
+		fprintf(stderr, "zswapfs: %s\n", err);
+		return -1;
+	}
+	return 0;
+}
+
 int main(int argc, char **argv)
 {
 	struct policy_config pcfg;
+	struct backing *backing;
 	struct store_params sp;
 	struct fuse_session *se;
 	struct zs_config cfg;
@@ -224,10 +251,13 @@ int main(int argc, char **argv)
 	sp.mem_limit = cfg.mem_limit;
 	sp.recomp_codec = codec_find(cfg.recompress_algorithm);
 	sp.recomp_level = (int)cfg.recompress_level;
+	if (open_backing(&cfg, &backing))
+		goto out_args;
+	sp.backing = backing;
 	st = store_create(&sp);
 	if (!st) {
 		fprintf(stderr, "zswapfs: cannot create the page store: %s\n", strerror(errno));
-		goto out_args;
+		goto out_backing;
 	}
 	err = fs_init(&fs, st, (unsigned int)cfg.threads, (unsigned int)cfg.busy_poll_us);
 	if (err) {
@@ -260,10 +290,21 @@ int main(int argc, char **argv)
 	pcfg.threshold = (size_t)cfg.recompress_threshold;
 	pcfg.rate = (uint32_t)cfg.recompress_rate;
 	pcfg.compact_threshold = (unsigned int)cfg.compact_threshold;
+	pcfg.wb_auto = cfg.writeback_enabled;
+	pcfg.wb_idle_age = (uint32_t)cfg.writeback_idle_age;
+	pcfg.wb_high = (unsigned int)cfg.writeback_high_watermark;
+	pcfg.wb_low = (unsigned int)cfg.writeback_low_watermark;
+	pcfg.wb.daily_limit = cfg.writeback_daily_limit;
+	pcfg.wb.compact_threshold = (unsigned int)cfg.writeback_compact_threshold;
 	fs.policy = policy_start(st, &pcfg);
 	if (!fs.policy) {
 		log_err("cannot start the policy thread: %s", strerror(errno));
 		goto out_unmount;
+	}
+	if (backing) {
+		log_info("writing back to %s (%s)", cfg.writeback_backing_file,
+			 cfg.writeback_enabled ? "automatic" : "on command only");
+		store_set_make_room(st, make_room, fs.policy);
 	}
 
 	err = fs_loop(&fs, se);
@@ -271,6 +312,7 @@ int main(int argc, char **argv)
 		log_err("request loop: %s", strerror(-err));
 	else
 		ret = 0;
+	store_set_make_room(st, NULL, NULL);
 	policy_stop(fs.policy);
 
 out_unmount:
@@ -281,6 +323,8 @@ out_fs:
 	fs_fini(&fs);
 out_store:
 	store_destroy(st);
+out_backing:
+	backing_close(backing);
 out_args:
 	for (i = 0; i < cl.nr_settings; i++)
 		free(cl.settings[i]);

@@ -24,6 +24,16 @@
 /* Compaction that cannot free pages (every class keeps one partly used
  * span) must not run again until this much more memory is unused. */
 #define POLICY_COMPACT_SLACK	(1u << 20)
+/* Backing-file segments compacted per tick at most: a segment costs a
+ * 1 MiB read and up to 1 MiB of writes. */
+#define POLICY_WB_COMPACT_SEGS	8
+/* After the backing file failed or filled, automatic writeback waits this
+ * long before it tries again (a full arena still asks at once). */
+#define POLICY_WB_BACKOFF_S	5
+/* Watermark rounds (write back, compact the arena) per wake-up. */
+#define POLICY_WB_ROUNDS	4
+/* How long a request waits for room before it fails with ENOSPC. */
+#define POLICY_ROOM_WAIT_S	10
 
 struct policy {
 	struct store *st;
@@ -34,12 +44,24 @@ struct policy {
 
 	pthread_mutex_t lock;
 	pthread_cond_t wake;
+	pthread_cond_t room_cond;	/* make-room answers */
 	/* protected by lock */
 	bool recomp_pending;
 	struct policy_recomp_request recomp_req;
 	bool compact_pending;
 	bool idle_marked;
 	uint32_t idle_mark;		/* pages with atime <= this are idle */
+	bool wb_pending;
+	struct policy_wb_request wb_req;
+	uint64_t room_wanted;		/* make-room requests, numbered */
+	uint64_t room_done;		/* the last one answered */
+	bool room_made;			/* its answer */
+
+	struct writeback *wb;		/* NULL: no backing file */
+	_Atomic bool wb_kicked;		/* woken for the high watermark */
+	_Atomic bool wb_running;
+	_Atomic uint64_t wb_spills;
+	time_t wb_backoff_until;
 
 	_Atomic uint64_t passes;
 	_Atomic uint64_t compactions;
@@ -122,6 +144,140 @@ static void run_requested(struct policy *pol, const struct policy_recomp_request
 	run_pass(pol, &p, "control");
 }
 
+/* ---- writeback ------------------------------------------------------------ */
+
+static uint64_t arena_used_bytes(struct policy *pol)
+{
+	struct arena_stats as;
+
+	arena_get_stats(store_arena(pol->st), &as);
+	return as.pages_used * ARENA_PAGE_SIZE;
+}
+
+static uint64_t watermark(struct policy *pol, unsigned int pct)
+{
+	struct arena_stats as;
+
+	arena_get_stats(store_arena(pol->st), &as);
+	return as.limit_bytes / 100 * pct;
+}
+
+static void log_writeback(const char *why, const struct writeback_result *r)
+{
+	if (r->pages || r->error)
+		log_info("writeback (%s): %llu pages, %llu bytes%s%s", why,
+			 (unsigned long long)r->pages, (unsigned long long)r->bytes,
+			 r->error ? ", stopped: " : "", r->error ? strerror(-r->error) : "");
+}
+
+/*
+ * Write the coldest pages back until the arena is below the low watermark
+ * (or, urgent, until anything was freed).  Writing objects back frees room
+ * inside spans; compaction then gives whole pages back.  Returns whether
+ * any page left the arena.
+ */
+static bool watermark_writeback(struct policy *pol, bool urgent)
+{
+	uint64_t low = watermark(pol, pol->cfg.wb_low), used = arena_used_bytes(pol);
+	struct writeback_result r;
+	bool progress = false;
+	int round;
+
+	if (!low && !urgent)
+		return false;
+	for (round = 0; round < POLICY_WB_ROUNDS && (used > low || (urgent && !progress));
+	     round++) {
+		struct writeback_pass p = {
+			.idle_before = UINT32_MAX,
+			.goal_bytes = used > low ? used - low : 256 * STORE_PAGE_SIZE,
+			.stop = &pol->stop,
+		};
+
+		writeback_run(pol->wb, &p, &r);
+		log_writeback(urgent ? "arena full" : "watermark", &r);
+		if (r.error)
+			pol->wb_backoff_until = time(NULL) + POLICY_WB_BACKOFF_S;
+		if (!r.pages)
+			break;
+		progress = true;
+		store_compact(pol->st);
+		used = arena_used_bytes(pol);
+	}
+	return progress;
+}
+
+static void boost(bool on)
+{
+	/* A request waits on this work: do it at the request's priority. */
+	setpriority(PRIO_PROCESS, (id_t)syscall(SYS_gettid), on ? 0 : 19);
+}
+
+/* Answer the make-room requests up to the latest one. */
+static void make_room(struct policy *pol, uint64_t upto)
+{
+	bool made;
+
+	boost(true);
+	made = watermark_writeback(pol, true);
+	boost(false);
+	pthread_mutex_lock(&pol->lock);
+	pol->room_done = upto;
+	pol->room_made = made;
+	pthread_cond_broadcast(&pol->room_cond);
+	pthread_mutex_unlock(&pol->lock);
+}
+
+static void run_requested_writeback(struct policy *pol, const struct policy_wb_request *req,
+				    bool idle_marked, uint32_t idle_mark)
+{
+	struct writeback_pass p = {
+		.idle_before = UINT32_MAX,
+		.max_pages = req->max_pages,
+		.stop = &pol->stop,
+	};
+	struct writeback_result r;
+
+	if (req->type == POLICY_WB_IDLE || req->type == POLICY_WB_HUGE_IDLE) {
+		if (idle_marked)
+			p.idle_before = idle_mark;
+		else if (pol->cfg.wb_idle_age && store_now(pol->st) >= pol->cfg.wb_idle_age)
+			p.idle_before = idle_cutoff(pol, pol->cfg.wb_idle_age);
+		else
+			return;		/* nothing is idle yet */
+	}
+	p.huge_only = req->type == POLICY_WB_HUGE || req->type == POLICY_WB_HUGE_IDLE;
+	writeback_run(pol->wb, &p, &r);
+	log_writeback("control", &r);
+	if (r.pages)
+		store_compact(pol->st);
+}
+
+/* The automatic work of a tick: watermark, idle timer, segment compaction. */
+static void auto_writeback(struct policy *pol, bool idle_due)
+{
+	struct writeback_result r;
+
+	atomic_store(&pol->wb_kicked, false);
+	if (!pol->cfg.wb_auto || time(NULL) < pol->wb_backoff_until)
+		return;
+	if (arena_used_bytes(pol) > watermark(pol, pol->cfg.wb_high))
+		watermark_writeback(pol, false);
+	if (idle_due && pol->cfg.wb_idle_age && store_now(pol->st) >= pol->cfg.wb_idle_age) {
+		struct writeback_pass p = {
+			.idle_before = idle_cutoff(pol, pol->cfg.wb_idle_age),
+			.stop = &pol->stop,
+		};
+
+		writeback_run(pol->wb, &p, &r);
+		log_writeback("idle", &r);
+		if (r.error)
+			pol->wb_backoff_until = time(NULL) + POLICY_WB_BACKOFF_S;
+		if (r.pages)
+			store_compact(pol->st);
+	}
+	writeback_compact(pol->wb, POLICY_WB_COMPACT_SEGS, &pol->stop);
+}
+
 static void *policy_thread(void *arg)
 {
 	struct policy *pol = arg;
@@ -134,6 +290,7 @@ static void *policy_thread(void *arg)
 	pthread_mutex_lock(&pol->lock);
 	while (!atomic_load(&pol->stop)) {
 		struct timespec until;
+		bool idle_due;
 
 		if (pol->recomp_pending) {
 			struct policy_recomp_request req = pol->recomp_req;
@@ -148,6 +305,27 @@ static void *policy_thread(void *arg)
 			pthread_mutex_lock(&pol->lock);
 			continue;
 		}
+		if (pol->room_wanted != pol->room_done) {
+			uint64_t upto = pol->room_wanted;
+
+			pthread_mutex_unlock(&pol->lock);
+			make_room(pol, upto);
+			pthread_mutex_lock(&pol->lock);
+			continue;
+		}
+		if (pol->wb_pending) {
+			struct policy_wb_request req = pol->wb_req;
+			bool marked = pol->idle_marked;
+			uint32_t mark = pol->idle_mark;
+
+			atomic_store(&pol->wb_running, true);
+			pol->wb_pending = false;
+			pthread_mutex_unlock(&pol->lock);
+			run_requested_writeback(pol, &req, marked, mark);
+			atomic_store(&pol->wb_running, false);
+			pthread_mutex_lock(&pol->lock);
+			continue;
+		}
 		if (pol->compact_pending) {
 			pol->compact_pending = false;
 			pthread_mutex_unlock(&pol->lock);
@@ -157,8 +335,13 @@ static void *policy_thread(void *arg)
 		}
 		pthread_mutex_unlock(&pol->lock);
 
+		idle_due = time(NULL) - last_auto >= POLICY_AUTO_PASS_S;
+		if (pol->wb)
+			auto_writeback(pol, idle_due);
 		maybe_compact(pol);
-		if (pol->cfg.recompress && time(NULL) - last_auto >= POLICY_AUTO_PASS_S) {
+		if (idle_due)
+			last_auto = time(NULL);
+		if (pol->cfg.recompress && idle_due) {
 			struct recompress_pass p = {
 				.idle_before = idle_cutoff(pol, pol->cfg.idle_age),
 				.threshold = pol->cfg.threshold,
@@ -169,16 +352,21 @@ static void *policy_thread(void *arg)
 			/* Idle pages only, never ones touched within idle_age. */
 			if (store_now(pol->st) >= pol->cfg.idle_age)
 				run_pass(pol, &p, "idle");
-			last_auto = time(NULL);
 		}
 
 		pthread_mutex_lock(&pol->lock);
-		if (pol->recomp_pending || pol->compact_pending || atomic_load(&pol->stop))
+		if (pol->recomp_pending || pol->compact_pending || pol->wb_pending ||
+		    pol->room_wanted != pol->room_done || atomic_load(&pol->wb_kicked) ||
+		    atomic_load(&pol->stop))
 			continue;
 		clock_gettime(CLOCK_REALTIME, &until);
 		until.tv_sec += POLICY_TICK_S;
 		pthread_cond_timedwait(&pol->wake, &pol->lock, &until);
 	}
+	/* Nobody waits for room any more. */
+	pol->room_done = pol->room_wanted;
+	pol->room_made = false;
+	pthread_cond_broadcast(&pol->room_cond);
 	pthread_mutex_unlock(&pol->lock);
 	return NULL;
 }
@@ -196,8 +384,17 @@ struct policy *policy_start(struct store *st, const struct policy_config *cfg)
 	err = store_worker_init(&pol->worker, st);
 	if (err)
 		goto out_free;
+	if (store_backing(st)) {
+		pol->wb = writeback_create(st, &cfg->wb);
+		if (!pol->wb) {
+			err = -errno;
+			store_worker_fini(&pol->worker);
+			goto out_free;
+		}
+	}
 	pthread_mutex_init(&pol->lock, NULL);
 	pthread_cond_init(&pol->wake, NULL);
+	pthread_cond_init(&pol->room_cond, NULL);
 	pthread_attr_init(&attr);
 	pthread_attr_setstacksize(&attr, HARDEN_THREAD_STACK);
 	err = -pthread_create(&pol->tid, &attr, policy_thread, pol);
@@ -208,6 +405,8 @@ struct policy *policy_start(struct store *st, const struct policy_config *cfg)
 
 out_worker:
 	store_worker_fini(&pol->worker);
+	writeback_destroy(pol->wb);
+	pthread_cond_destroy(&pol->room_cond);
 	pthread_cond_destroy(&pol->wake);
 	pthread_mutex_destroy(&pol->lock);
 out_free:
@@ -226,6 +425,8 @@ void policy_stop(struct policy *pol)
 	pthread_mutex_unlock(&pol->lock);
 	pthread_join(pol->tid, NULL);
 	store_worker_fini(&pol->worker);
+	writeback_destroy(pol->wb);
+	pthread_cond_destroy(&pol->room_cond);
 	pthread_cond_destroy(&pol->wake);
 	pthread_mutex_destroy(&pol->lock);
 	free(pol);
@@ -266,6 +467,64 @@ void policy_mark_idle(struct policy *pol, bool all, uint32_t seconds)
 	pthread_mutex_unlock(&pol->lock);
 }
 
+int policy_request_writeback(struct policy *pol, const struct policy_wb_request *req)
+{
+	int err = 0;
+
+	if (!pol->wb)
+		return -EINVAL;
+	pthread_mutex_lock(&pol->lock);
+	if (pol->wb_pending || atomic_load(&pol->wb_running)) {
+		err = -EBUSY;
+	} else {
+		pol->wb_req = *req;
+		pol->wb_pending = true;
+		pthread_cond_signal(&pol->wake);
+	}
+	pthread_mutex_unlock(&pol->lock);
+	return err;
+}
+
+void policy_note_write(struct policy *pol)
+{
+	struct arena_stats as;
+
+	if (!pol->wb || !pol->cfg.wb_auto || atomic_load_explicit(&pol->wb_kicked,
+								   memory_order_relaxed))
+		return;
+	arena_get_stats(store_arena(pol->st), &as);
+	if (!as.limit_bytes ||
+	    as.pages_used * ARENA_PAGE_SIZE <= as.limit_bytes / 100 * pol->cfg.wb_high)
+		return;
+	atomic_store(&pol->wb_kicked, true);
+	pthread_mutex_lock(&pol->lock);
+	pthread_cond_signal(&pol->wake);
+	pthread_mutex_unlock(&pol->lock);
+}
+
+int policy_make_room(struct policy *pol)
+{
+	struct timespec until;
+	uint64_t mine;
+	bool made = false;
+
+	if (!pol->wb || !pol->cfg.wb_auto)
+		return -ENOSPC;
+	atomic_fetch_add(&pol->wb_spills, 1);
+	clock_gettime(CLOCK_REALTIME, &until);
+	until.tv_sec += POLICY_ROOM_WAIT_S;
+	pthread_mutex_lock(&pol->lock);
+	mine = ++pol->room_wanted;
+	pthread_cond_signal(&pol->wake);
+	while (pol->room_done < mine && !atomic_load(&pol->stop))
+		if (pthread_cond_timedwait(&pol->room_cond, &pol->lock, &until) == ETIMEDOUT)
+			break;
+	if (pol->room_done >= mine)
+		made = pol->room_made;
+	pthread_mutex_unlock(&pol->lock);
+	return made ? 0 : -ENOSPC;
+}
+
 void policy_get_stats(struct policy *pol, struct policy_stats *ps)
 {
 	ps->recompress_passes = atomic_load(&pol->passes);
@@ -273,4 +532,11 @@ void policy_get_stats(struct policy *pol, struct policy_stats *ps)
 	ps->recompress_pending = pol->recomp_pending || atomic_load(&pol->recomp_running);
 	pthread_mutex_unlock(&pol->lock);
 	ps->compactions = atomic_load(&pol->compactions);
+	ps->has_writeback = pol->wb != NULL;
+	if (pol->wb)
+		writeback_get_stats(pol->wb, &ps->wb);
+	ps->wb_spills = atomic_load(&pol->wb_spills);
+	pthread_mutex_lock(&pol->lock);
+	ps->wb_pending = pol->wb_pending || atomic_load(&pol->wb_running);
+	pthread_mutex_unlock(&pol->lock);
 }

@@ -6,8 +6,13 @@
  *     at most recompress.rate pages a second;
  *   - compact the arena when more than compact.threshold % of its memory
  *     holds no object;
- *   - run what the control file asks (recompress, compact, idle marks):
- *     the write returns at once and the work happens here.
+ *   - with a backing file: write the coldest pages back when the arena
+ *     passes writeback.high_watermark of mem_limit, until it is below the
+ *     low one; pages idle longer than writeback.idle_age on a timer; and at
+ *     once when a request finds the arena full (policy_make_room); then
+ *     compact sparse segments of the backing file;
+ *   - run what the control file asks (recompress, writeback, compact, idle
+ *     marks): the write returns at once and the work happens here.
  * The thread runs at nice 19, so it yields the CPU to requests and to the
  * programs that swap.  (Not SCHED_IDLE: holding a slot or class lock, an
  * idle-class thread could be kept off the CPU for long while a request
@@ -19,6 +24,8 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include "writeback.h"
+
 struct store;
 
 struct policy_config {
@@ -27,6 +34,12 @@ struct policy_config {
 	size_t threshold;		/* bytes a page must save */
 	uint32_t rate;			/* pages a second; 0 = no limit */
 	unsigned int compact_threshold;	/* % of arena memory unused; 0 = off */
+
+	/* Writeback; used when the store has a backing file. */
+	bool wb_auto;			/* watermarks, idle timer, full arena */
+	uint32_t wb_idle_age;		/* seconds; 0 = no idle timer */
+	unsigned int wb_high, wb_low;	/* % of mem_limit */
+	struct writeback_config wb;
 };
 
 enum policy_recomp_type {
@@ -42,10 +55,26 @@ struct policy_recomp_request {
 	uint64_t max_pages;		/* 0: no limit */
 };
 
+enum policy_wb_type {
+	POLICY_WB_IDLE,
+	POLICY_WB_HUGE,
+	POLICY_WB_HUGE_IDLE,
+	POLICY_WB_ALL,
+};
+
+struct policy_wb_request {
+	enum policy_wb_type type;
+	uint64_t max_pages;		/* 0: no limit */
+};
+
 struct policy_stats {
 	uint64_t recompress_passes;	/* finished passes, automatic and asked for */
 	uint64_t recompress_pending;	/* 1 while an asked-for pass waits or runs */
 	uint64_t compactions;
+	bool has_writeback;		/* a backing file is configured */
+	struct writeback_stats wb;
+	uint64_t wb_spills;		/* requests that waited for room */
+	uint64_t wb_pending;		/* 1 while an asked-for writeback waits or runs */
 };
 
 struct policy;
@@ -58,6 +87,19 @@ void policy_stop(struct policy *pol);
  * -EINVAL when the store has no recompression codec. */
 int policy_request_recompress(struct policy *pol, const struct policy_recomp_request *req);
 void policy_request_compact(struct policy *pol);
+/* 0, -EBUSY while one is pending, -EINVAL without a backing file. */
+int policy_request_writeback(struct policy *pol, const struct policy_wb_request *req);
+
+/*
+ * For the request threads.  policy_note_write(): after a write, wakes the
+ * thread when the arena has passed the high watermark (one atomic load
+ * otherwise).  policy_make_room(): a write found the arena full; wait, a
+ * bounded time, for the thread to write cold pages back.  0 when it did
+ * (try the write again), -ENOSPC when it could not (no backing file,
+ * automatic writeback off, the file full, failing or out of budget).
+ */
+void policy_note_write(struct policy *pol);
+int policy_make_room(struct policy *pol);
 /* `idle all`: every page stored now counts as idle; `idle SECONDS`: pages
  * untouched that long.  Idle marks are what type=idle passes use. */
 void policy_mark_idle(struct policy *pol, bool all, uint32_t seconds);

@@ -5,6 +5,7 @@
 #include <unistd.h>
 
 #include "arena.h"
+#include "backing.h"
 #include "codec.h"
 #include "policy.h"
 #include "stats.h"
@@ -58,6 +59,45 @@ static void put(struct text *t, const char *key, uint64_t value)
 		t->len += (size_t)n < t->cap - t->len ? (size_t)n : t->cap - t->len - 1;
 }
 
+static void put_text(struct text *t, const char *key, const char *value)
+{
+	int n;
+
+	if (t->len >= t->cap)
+		return;
+	n = snprintf(t->buf + t->len, t->cap - t->len, "%s %s\n", key, value);
+	if (n > 0)
+		t->len += (size_t)n < t->cap - t->len ? (size_t)n : t->cap - t->len - 1;
+}
+
+/* The backing file and the writeback thread; zeros and `none` without one. */
+static void put_backing(struct text *t, struct backing *b, const struct policy_stats *ps)
+{
+	struct backing_stats bs = { 0 };
+	const struct writeback_stats *ws = &ps->wb;
+
+	if (b)
+		backing_get_stats(b, &bs);
+	put(t, "backing_bytes_max", bs.bytes_max);
+	put(t, "backing_bytes_used", bs.bytes_used);
+	put(t, "backing_bytes_live", bs.bytes_live);
+	put(t, "backing_segments", bs.segments);
+	put(t, "backing_bytes_written", bs.bytes_written);
+	put(t, "backing_compaction_moves", ws->compaction_moves);
+	put(t, "backing_holes_punched", bs.holes_punched);
+	put(t, "backing_read_errors", bs.read_errors);
+	put(t, "backing_write_errors", bs.write_errors);
+	put(t, "writeback_failed", ws->failed);
+	put(t, "writeback_spills", ps->wb_spills);
+	put(t, "writeback_pending", ps->wb_pending);
+	if (ps->has_writeback && ws->budget_left != UINT64_MAX)
+		put(t, "writeback_budget_left", ws->budget_left);
+	else
+		put_text(t, "writeback_budget_left", "unlimited");
+	put_text(t, "writeback_status",
+		 ps->has_writeback ? writeback_status_name(ws->status) : "none");
+}
+
 char *stats_snapshot(struct store *st, struct policy *pol, const struct stats_io *io,
 		     size_t *len)
 {
@@ -92,11 +132,10 @@ char *stats_snapshot(struct store *st, struct policy *pol, const struct stats_io
 	put(&t, "failed_writes", c.failed_writes);
 	put(&t, "invalid_io", c.invalid_io);
 	put(&t, "notify_free", c.notify_free);
-	put(&t, "bd_count", 0);
-	put(&t, "bd_reads", 0);
-	put(&t, "bd_writes", 0);
-	t.len += (size_t)snprintf(t.buf + t.len, t.cap - t.len, "algorithm %s\n",
-				  store_codec(st)->name);
+	put(&t, "bd_count", c.bd_count);
+	put(&t, "bd_reads", c.bd_reads);
+	put(&t, "bd_writes", c.bd_writes);
+	put_text(&t, "algorithm", store_codec(st)->name);
 	put(&t, "disksize", store_size(st));
 	put(&t, "pages_stored", c.pages_stored);
 	put(&t, "num_reads", c.pages_read);
@@ -113,6 +152,7 @@ char *stats_snapshot(struct store *st, struct policy *pol, const struct stats_io
 	put(&t, "recompress_passes", ps.recompress_passes);
 	put(&t, "recompress_pending", ps.recompress_pending);
 	put(&t, "compactions", ps.compactions);
+	put_backing(&t, store_backing(st), &ps);
 	put(&t, "rss_bytes", stats_rss_bytes());
 	put(&t, "arena_mapped_bytes", as.pages_mapped * ARENA_PAGE_SIZE);
 	for (i = 0; i < STATS_REQ_COUNT; i++) {
