@@ -35,7 +35,6 @@
 #endif
 
 #define CTL_FSTYPE	"fuse.zswapfs"
-#define CTL_PAGE_SIZE	4096ULL
 #define CTL_EXIT_ERR	1
 #define CTL_EXIT_USAGE	2
 /* the stats file has about 50 keys today; new keys are only ever added */
@@ -221,6 +220,17 @@ static const char *stats_str(const struct ctl_stats *st, const char *key)
 		if (!strcmp(st->e[i].key, key))
 			return st->e[i].val;
 	return NULL;
+}
+
+/*
+ * Whether the mount writes back to a backing file.  A daemon from before
+ * writeback has no writeback_status: it has none either.
+ */
+static bool stats_has_backing(const struct ctl_stats *st)
+{
+	const char *v = stats_str(st, "writeback_status");
+
+	return v && strcmp(v, "none");
 }
 
 /* A missing or odd value reads as 0: the table then still shows the rest. */
@@ -629,7 +639,6 @@ static int status_row_fill(struct status_row *row, const char *mnt, const struct
 {
 	uint64_t orig = stats_u64(st, "orig_data_size");
 	uint64_t total = stats_u64(st, "mem_used_total");
-	uint64_t bd = stats_u64(st, "bd_count");
 	const char *algo = stats_str(st, "algorithm");
 	char buf[COL_N][PATH_MAX + 64];
 	int c;
@@ -644,8 +653,10 @@ static int status_row_fill(struct status_row *row, const char *mnt, const struct
 		snprintf(buf[COL_RATIO], sizeof(buf[0]), "%.2f", (double)orig / (double)total);
 	else
 		snprintf(buf[COL_RATIO], sizeof(buf[0]), "-");
-	if (bd)
-		fmt_size(buf[COL_BACKING], sizeof(buf[0]), bd * CTL_PAGE_SIZE, bytes);
+	/* what the file takes on the disk (whole segments), not pages times 4096 */
+	if (stats_has_backing(st))
+		fmt_size(buf[COL_BACKING], sizeof(buf[0]), stats_u64(st, "backing_bytes_used"),
+			 bytes);
 	else
 		snprintf(buf[COL_BACKING], sizeof(buf[0]), "-");
 	swap_cell(mnt, buf[COL_SWAP], sizeof(buf[0]));
@@ -923,6 +934,11 @@ static int cmd_swapoff(int argc, char **argv)
 
 /* ---- stats ---------------------------------------------------------------- */
 
+/*
+ * A value is a JSON number when it is a whole number as the stats file
+ * writes them; the others are strings: algorithm, writeback_status, and
+ * writeback_budget_left when it is "unlimited".
+ */
 static bool json_number(const char *v)
 {
 	const char *p = v;
@@ -1086,7 +1102,9 @@ static void top_print(const char *mnt, const struct ctl_stats *cur, const struct
 	fmt_rate(s[0], sizeof(s[0]), cur, prev, "num_reads", dt);
 	fmt_rate(s[1], sizeof(s[1]), cur, prev, "num_writes", dt);
 	fmt_rate(s[2], sizeof(s[2]), cur, prev, "notify_free", dt);
-	printf("pages/s   reads %s  writes %s  freed %s\n", s[0], s[1], s[2]);
+	fmt_rate(s[3], sizeof(s[3]), cur, prev, "bd_writes", dt);
+	printf("pages/s   reads %s  writes %s  freed %s  written back %s\n", s[0], s[1], s[2],
+	       s[3]);
 
 	fmt_ns(s[0], sizeof(s[0]), stats_u64(cur, "read_latency_avg_ns"));
 	fmt_ns(s[1], sizeof(s[1]), stats_u64(cur, "write_latency_avg_ns"));
@@ -1114,9 +1132,29 @@ static void top_print(const char *mnt, const struct ctl_stats *cur, const struct
 	printf("compact   compactions %" PRIu64 "  pages_compacted %" PRIu64 "  frag %s\n",
 	       stats_u64(cur, "compactions"), stats_u64(cur, "pages_compacted"), s[0]);
 
-	fmt_size(s[0], sizeof(s[0]), stats_u64(cur, "bd_count") * CTL_PAGE_SIZE, false);
-	printf("backing   %s  reads %" PRIu64 "  writes %" PRIu64 "\n", s[0],
-	       stats_u64(cur, "bd_reads"), stats_u64(cur, "bd_writes"));
+	if (stats_has_backing(cur)) {
+		const char *left = stats_str(cur, "writeback_budget_left");
+
+		fmt_size(s[0], sizeof(s[0]), stats_u64(cur, "backing_bytes_used"), false);
+		fmt_size(s[1], sizeof(s[1]), stats_u64(cur, "backing_bytes_max"), false);
+		fmt_size(s[2], sizeof(s[2]), stats_u64(cur, "backing_bytes_live"), false);
+		/* a number of bytes, or the word "unlimited" */
+		if (left && json_number(left))
+			fmt_size(s[3], sizeof(s[3]), stats_u64(cur, "writeback_budget_left"), false);
+		else
+			snprintf(s[3], sizeof(s[3]), "%s", left ? left : "-");
+		printf("backing   %s  used %s of %s  live %s  budget %s  errors %" PRIu64
+		       " read, %" PRIu64 " write\n",
+		       stats_str(cur, "writeback_status"), s[0], s[1], s[2], s[3],
+		       stats_u64(cur, "backing_read_errors"), stats_u64(cur, "backing_write_errors"));
+	} else {
+		printf("backing   none\n");
+	}
+	printf("writeback pages %" PRIu64 "  reads %" PRIu64 "  writes %" PRIu64
+	       "  failed %" PRIu64 "  spills %" PRIu64 "\n",
+	       stats_u64(cur, "bd_count"), stats_u64(cur, "bd_reads"),
+	       stats_u64(cur, "bd_writes"), stats_u64(cur, "writeback_failed"),
+	       stats_u64(cur, "writeback_spills"));
 
 	fmt_size(s[0], sizeof(s[0]), stats_u64(cur, "rss_bytes"), false);
 	fmt_size(s[1], sizeof(s[1]), stats_u64(cur, "arena_mapped_bytes"), false);

@@ -99,8 +99,11 @@ assert isinstance(d, dict), "not an object"
 assert list(d) == [k for k, _ in txt], "keys differ from zswapctl stats"
 assert list(d) == fresh, "keys differ from the stats file"
 assert d["algorithm"] == "lz4", d["algorithm"]
+assert d["writeback_status"] == "none", d["writeback_status"]
+assert d["writeback_budget_left"] == "unlimited", d["writeback_budget_left"]
 for k, v in txt:
-    if k == "algorithm":
+    if k in ("algorithm", "writeback_status", "writeback_budget_left"):  # words
+        assert isinstance(d[k], str) and d[k] == v, k
         continue
     if k == "rss_bytes":  # the daemon's own memory moves between two reads
         assert isinstance(d[k], int) and d[k] > 0, k
