@@ -62,6 +62,7 @@ struct policy {
 	_Atomic bool wb_running;
 	_Atomic uint64_t wb_spills;
 	time_t wb_backoff_until;
+	int wb_last_err;		/* last failure logged; 0 once it works again */
 
 	_Atomic uint64_t passes;
 	_Atomic uint64_t compactions;
@@ -154,20 +155,33 @@ static uint64_t arena_used_bytes(struct policy *pol)
 	return as.pages_used * ARENA_PAGE_SIZE;
 }
 
+/* pct % of mem_limit in bytes; UINT64_MAX without a limit (never passed). */
 static uint64_t watermark(struct policy *pol, unsigned int pct)
 {
 	struct arena_stats as;
 
 	arena_get_stats(store_arena(pol->st), &as);
-	return as.limit_bytes / 100 * pct;
+	return as.limit_bytes ? as.limit_bytes / 100 * pct : UINT64_MAX;
 }
 
-static void log_writeback(const char *why, const struct writeback_result *r)
+/*
+ * Passes asked for (control, idle timer) are logged; watermark rounds, which
+ * come every second under pressure, are not.  A failure is logged once
+ * until writeback works again.
+ */
+static void log_writeback(struct policy *pol, const char *why, bool quiet,
+			  const struct writeback_result *r)
 {
-	if (r->pages || r->error)
-		log_info("writeback (%s): %llu pages, %llu bytes%s%s", why,
-			 (unsigned long long)r->pages, (unsigned long long)r->bytes,
-			 r->error ? ", stopped: " : "", r->error ? strerror(-r->error) : "");
+	if (r->error && r->error != pol->wb_last_err)
+		log_warn("writeback (%s) stopped: %s; %llu pages stay in RAM", why,
+			 r->error == -EDQUOT ? "writeback.daily_limit reached" :
+					       strerror(-r->error),
+			 (unsigned long long)r->kept_in_ram);
+	else if (r->pages && !quiet)
+		log_info("writeback (%s): %llu pages, %llu bytes", why,
+			 (unsigned long long)r->pages, (unsigned long long)r->bytes);
+	if (r->error || r->pages)
+		pol->wb_last_err = r->error;
 }
 
 /*
@@ -183,8 +197,8 @@ static bool watermark_writeback(struct policy *pol, bool urgent)
 	bool progress = false;
 	int round;
 
-	if (!low && !urgent)
-		return false;
+	if (low == UINT64_MAX)
+		return false;	/* no mem_limit: no watermarks, and never full */
 	for (round = 0; round < POLICY_WB_ROUNDS && (used > low || (urgent && !progress));
 	     round++) {
 		struct writeback_pass p = {
@@ -194,7 +208,7 @@ static bool watermark_writeback(struct policy *pol, bool urgent)
 		};
 
 		writeback_run(pol->wb, &p, &r);
-		log_writeback(urgent ? "arena full" : "watermark", &r);
+		log_writeback(pol, urgent ? "arena full" : "watermark", true, &r);
 		if (r.error)
 			pol->wb_backoff_until = time(NULL) + POLICY_WB_BACKOFF_S;
 		if (!r.pages)
@@ -247,7 +261,7 @@ static void run_requested_writeback(struct policy *pol, const struct policy_wb_r
 	}
 	p.huge_only = req->type == POLICY_WB_HUGE || req->type == POLICY_WB_HUGE_IDLE;
 	writeback_run(pol->wb, &p, &r);
-	log_writeback("control", &r);
+	log_writeback(pol, "control", false, &r);
 	if (r.pages)
 		store_compact(pol->st);
 }
@@ -269,7 +283,7 @@ static void auto_writeback(struct policy *pol, bool idle_due)
 		};
 
 		writeback_run(pol->wb, &p, &r);
-		log_writeback("idle", &r);
+		log_writeback(pol, "idle", false, &r);
 		if (r.error)
 			pol->wb_backoff_until = time(NULL) + POLICY_WB_BACKOFF_S;
 		if (r.pages)
