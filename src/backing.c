@@ -78,6 +78,9 @@ struct backing {
 	/* protected by lock */
 	uint8_t *state;			/* enum seg_state, per segment */
 	uint32_t *live;			/* live bytes, per segment */
+	uint8_t *stuck;			/* compaction could not empty it: skip it */
+	uint32_t reserve;		/* free segments only compaction may open */
+	bool compacting;		/* the writer is compacting: it may use them */
 	uint32_t open_seg;		/* NO_SEG when none is open */
 	uint32_t used;			/* bytes appended to the open segment */
 	uint32_t flushed;		/* of those, bytes on disk */
@@ -235,8 +238,9 @@ struct backing *backing_open(const char *path, uint64_t max_size, char *err, siz
 		goto out_nomem;
 	b->state = calloc(nr, sizeof(*b->state));
 	b->live = calloc(nr, sizeof(*b->live));
+	b->stuck = calloc(nr, sizeof(*b->stuck));
 	e = posix_memalign(&buf, BACKING_ALIGN, BACKING_SEG_SIZE);
-	if (!b->state || !b->live || e)
+	if (!b->state || !b->live || !b->stuck || e)
 		goto out_free;
 	b->buf = buf;
 	e = pthread_mutex_init(&b->lock, NULL);
@@ -247,6 +251,7 @@ struct backing *backing_open(const char *path, uint64_t max_size, char *err, siz
 	if (fd < 0) {
 		pthread_mutex_destroy(&b->lock);
 		free(b->buf);
+		free(b->stuck);
 		free(b->live);
 		free(b->state);
 		free(b);
@@ -255,6 +260,8 @@ struct backing *backing_open(const char *path, uint64_t max_size, char *err, siz
 	}
 	b->fd = fd;
 	b->nr_segs = (uint32_t)nr;
+	/* Too small a file for a reserve just fills up and stays full. */
+	b->reserve = nr >= 4 ? 1 : 0;
 	b->open_seg = 0;
 	b->state[0] = SEG_OPEN;
 	b->segs_used = 1;
@@ -262,6 +269,7 @@ struct backing *backing_open(const char *path, uint64_t max_size, char *err, siz
 
 out_free:
 	free(b->buf);
+	free(b->stuck);
 	free(b->live);
 	free(b->state);
 	free(b);
@@ -282,6 +290,7 @@ void backing_close(struct backing *b)
 	close(b->fd);
 	pthread_mutex_destroy(&b->lock);
 	free(b->buf);
+	free(b->stuck);
 	free(b->live);
 	free(b->state);
 	free(b);
@@ -289,11 +298,18 @@ void backing_close(struct backing *b)
 
 /* ---- segments ------------------------------------------------------------ */
 
-/* Caller holds b->lock.  Lowest first, so the file stays short. */
+/*
+ * Caller holds b->lock.  Lowest first, so the file stays short.  The last
+ * b->reserve free segments are kept for compaction: a file full of sparse
+ * segments could otherwise never be compacted, having nowhere to move
+ * their objects to.
+ */
 static uint32_t pick_free(struct backing *b)
 {
 	uint32_t i;
 
+	if (!b->compacting && b->nr_segs - b->segs_used <= b->reserve)
+		return NO_SEG;
 	for (i = 0; i < b->nr_segs; i++)
 		if (b->state[i] == SEG_FREE)
 			return i;
@@ -328,6 +344,7 @@ static void punch_segment(struct backing *b, uint32_t seg)
 	/* On failure (EOPNOTSUPP...) the blocks stay allocated; reuse overwrites them. */
 	pthread_mutex_lock(&b->lock);
 	b->state[seg] = SEG_FREE;
+	b->stuck[seg] = 0;
 	b->segs_used--;
 	pthread_mutex_unlock(&b->lock);
 }
@@ -617,7 +634,7 @@ int backing_pick_sparse(struct backing *b, unsigned int pct, uint32_t *seg)
 
 	pthread_mutex_lock(&b->lock);
 	for (i = 0; i < b->nr_segs; i++)
-		if (b->state[i] == SEG_FULL && b->live[i] < best_live) {
+		if (b->state[i] == SEG_FULL && !b->stuck[i] && b->live[i] < best_live) {
 			best = i;
 			best_live = b->live[i];
 		}
@@ -626,6 +643,25 @@ int backing_pick_sparse(struct backing *b, unsigned int pct, uint32_t *seg)
 		return -ENOENT;
 	*seg = best;
 	return 0;
+}
+
+void backing_set_compacting(struct backing *b, bool on)
+{
+	pthread_mutex_lock(&b->lock);
+	b->compacting = on;
+	pthread_mutex_unlock(&b->lock);
+}
+
+bool backing_segment_emptied(struct backing *b, uint32_t seg)
+{
+	bool emptied;
+
+	pthread_mutex_lock(&b->lock);
+	emptied = b->state[seg] != SEG_FULL;
+	if (!emptied)
+		b->stuck[seg] = 1;
+	pthread_mutex_unlock(&b->lock);
+	return emptied;
 }
 
 int backing_read_segment(struct backing *b, uint32_t seg, void *buf)

@@ -116,6 +116,13 @@ void backing_free(struct backing *b, uint64_t loc, uint16_t len);
  * good; false at the end.  Objects that fail their checksum are skipped:
  * their slots get EIO on read whatever happens, and they keep the segment
  * alive.
+ *
+ * The last free segment is kept for compaction: only between
+ * backing_set_compacting(b, true) and (b, false) may a flush open it, so
+ * that a file full of sparse segments can still be compacted.  After
+ * moving a segment's objects, backing_segment_emptied() says whether it is
+ * free now; if not (damaged objects stay live), it is marked so that
+ * backing_pick_sparse() passes it over until it does empty.
  */
 struct backing_object {
 	uint64_t loc;
@@ -127,6 +134,8 @@ struct backing_object {
 
 int backing_pick_sparse(struct backing *b, unsigned int pct, uint32_t *seg);
 int backing_read_segment(struct backing *b, uint32_t seg, void *buf);
+void backing_set_compacting(struct backing *b, bool on);
+bool backing_segment_emptied(struct backing *b, uint32_t seg);
 bool backing_next_object(const void *buf, uint32_t seg, uint32_t *pos,
 			 struct backing_object *obj);
 

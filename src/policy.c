@@ -208,6 +208,10 @@ static bool watermark_writeback(struct policy *pol, bool urgent)
 		};
 
 		writeback_run(pol->wb, &p, &r);
+		/* A file full of sparse segments: compact it and try again. */
+		if (r.error == -ENOSPC && !r.pages &&
+		    writeback_compact(pol->wb, POLICY_WB_COMPACT_SEGS, &pol->stop))
+			continue;
 		log_writeback(pol, urgent ? "arena full" : "watermark", true, &r);
 		if (r.error)
 			pol->wb_backoff_until = time(NULL) + POLICY_WB_BACKOFF_S;

@@ -22,6 +22,7 @@ struct writeback {
 	struct store_wb_entry *batch;	/* staged since the last flush */
 	size_t n;
 	uint64_t staged_bytes;		/* object bytes in batch */
+	uint64_t staged_disk;		/* and what they take on disk, headers included */
 	void *segbuf;			/* a whole segment, for compaction */
 
 	pthread_mutex_t lock;		/* guards the fields below, for stats readers */
@@ -67,7 +68,8 @@ static bool budget_allows(struct writeback *wb)
 	if (!wb->cfg.daily_limit)
 		return true;
 	pthread_mutex_lock(&wb->lock);
-	ok = wb->budget >= (double)(wb->staged_bytes + 2 * BACKING_ALIGN + STORE_PAGE_SIZE);
+	ok = wb->budget >= (double)(wb->staged_disk + BACKING_ALIGN + BACKING_HDR_SIZE +
+				    BACKING_MAX_DATA);
 	pthread_mutex_unlock(&wb->lock);
 	return ok;
 }
@@ -163,6 +165,7 @@ static int flush_batch(struct writeback *wb, struct writeback_result *res)
 	store_wb_commit(wb->st, wb->batch, wb->n, !err, &cr);
 	wb->n = 0;
 	wb->staged_bytes = 0;
+	wb->staged_disk = 0;
 	res->pages += cr.pages;
 	res->bytes += cr.bytes;
 	res->raced += cr.raced;
@@ -195,6 +198,8 @@ static int stage_or_flush(struct writeback *wb, struct writeback_result *res,
 	}
 	if (err == 0) {
 		wb->staged_bytes += wb->batch[wb->n].len;
+		/* As the segment holds it: header, data, padding to 16. */
+		wb->staged_disk += (BACKING_HDR_SIZE + wb->batch[wb->n].len + 15u) & ~15u;
 		wb->n++;
 	}
 	return err;
@@ -296,23 +301,22 @@ unsigned int writeback_compact(struct writeback *wb, unsigned int max_segments,
 {
 	struct writeback_result res = { 0 };
 	struct backing_object o;
-	unsigned int done = 0;
-	uint32_t seg, pos, last = UINT32_MAX;
+	unsigned int done = 0, tries;
+	uint32_t seg, pos;
 	int err = 0;
 
 	if (!wb->cfg.compact_threshold)
 		return 0;
 	budget_refill(wb);
-	while (done < max_segments && !err) {
+	/* Objects may go to the segment kept in reserve for this. */
+	backing_set_compacting(wb->b, true);
+	for (tries = 0; tries < max_segments && !err; tries++) {
 		if (stop && atomic_load_explicit(stop, memory_order_relaxed))
 			break;
-		/* A segment that survived its own compaction holds damaged
-		 * objects (they stay live): leave it rather than loop on it. */
-		if (backing_pick_sparse(wb->b, wb->cfg.compact_threshold, &seg) || seg == last)
+		if (backing_pick_sparse(wb->b, wb->cfg.compact_threshold, &seg))
 			break;
 		if (backing_read_segment(wb->b, seg, wb->segbuf))
 			break;
-		last = seg;
 		pos = 0;
 		while (!err && backing_next_object(wb->segbuf, seg, &pos, &o)) {
 			if (!budget_allows(wb)) {
@@ -329,13 +333,16 @@ unsigned int writeback_compact(struct writeback *wb, unsigned int max_segments,
 			if (!err)
 				err = ferr;
 		}
-		if (!err) {
+		/* Damaged objects stay live and keep a segment: it is then
+		 * passed over, not picked again and again. */
+		if (!err && backing_segment_emptied(wb->b, seg)) {
 			done++;
 			pthread_mutex_lock(&wb->lock);
 			wb->stats.segments_compacted++;
 			pthread_mutex_unlock(&wb->lock);
 		}
 	}
+	backing_set_compacting(wb->b, false);
 	if (err)
 		set_status(wb, err == -EDQUOT ? WRITEBACK_LIMIT : status_of(err));
 	return done;
