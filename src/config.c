@@ -91,6 +91,8 @@ static const struct setting settings[] = {
 	  OFF(writeback_low_watermark), "% of mem_limit that writeback brings the arena down to" },
 	{ "writeback.daily_limit", SETTING_SIZE, 0, INT64_C(1) << 50, false, "0",
 	  OFF(writeback_daily_limit), "most bytes written to the backing file a day; 0: no limit" },
+	{ "writeback.promote", SETTING_BOOL, 0, 1, false, "false", OFF(writeback_promote),
+	  "a read of a written-back page brings it back into memory" },
 	/* Rewriting a segment at half live costs a segment write to free one;
 	 * lower shares free more per write but leave more space dead. */
 	{ "writeback.compact_threshold", SETTING_INT, 0, 99, false, "50",

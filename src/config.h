@@ -43,6 +43,7 @@ struct zs_config {
 	int64_t writeback_low_watermark;
 	uint64_t writeback_daily_limit;	/* bytes a day; 0 = no limit */
 	int64_t writeback_compact_threshold;	/* % live below which a segment is rewritten */
+	bool writeback_promote;		/* reads bring pages back to the arena */
 
 	/* Where the levels were last set ("file:line", "mount option"), for
 	 * the check that can only run once the algorithms are known. */

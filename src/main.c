@@ -254,6 +254,7 @@ int main(int argc, char **argv)
 	if (open_backing(&cfg, &backing))
 		goto out_args;
 	sp.backing = backing;
+	sp.promote = cfg.writeback_promote;
 	st = store_create(&sp);
 	if (!st) {
 		fprintf(stderr, "zswapfs: cannot create the page store: %s\n", strerror(errno));

@@ -61,6 +61,7 @@ struct store {
 	int recomp_level;
 	struct arena *arena;
 	struct backing *backing;		/* NULL: no writeback */
+	bool promote;				/* reads bring pages back to the arena */
 	struct slot *slots;			/* nr_pages entries; mmap'ed */
 	size_t slots_bytes;
 	struct timespec epoch;
@@ -106,6 +107,7 @@ struct store *store_create(const struct store_params *p)
 	st->recomp_codec = p->recomp_codec;
 	st->recomp_level = p->recomp_level;
 	st->backing = p->backing;
+	st->promote = p->promote;
 	clock_gettime(CLOCK_MONOTONIC_COARSE, &st->epoch);
 
 	/* An anonymous mapping reads as zeros: every slot starts SLOT_EMPTY. */
@@ -388,17 +390,36 @@ static int object_load(struct store_worker *w, const struct slot *s, const void 
 }
 
 /*
+ * With promotion, a page read from the backing file goes back into the
+ * arena (if it has room without waiting), compressed as it was; the caller
+ * holds the slot lock and frees *freed, the backing object, after unlocking.
+ */
+static void promote_locked(struct store *st, uint64_t idx, const void *obj,
+			   struct slot *freed)
+{
+	struct slot new = st->slots[idx];
+	uint64_t handle;
+
+	if (arena_alloc(st->arena, new.size, (uint32_t)idx, &handle))
+		return;
+	memcpy(arena_map(st->arena, handle), obj, new.size);
+	new.state = SLOT_ARENA;
+	new.loc = handle;
+	*freed = slot_swap_locked(st, idx, &new);
+}
+
+/*
  * Read a written-back page; the caller holds the slot lock, which keeps the
- * object from being freed meanwhile.  The page stays on the backing file: the
- * kernel keeps what it swapped in in its swap cache, so a copy in the arena
- * would hold the page twice in RAM (see the closing note of issue 3).
+ * object from being freed meanwhile.  By default the page stays on the
+ * backing file (writeback.promote: see the closing note of issue 3).
  */
 static int backing_load_locked(struct store *st, struct store_worker *w, uint64_t idx,
-			       const struct slot *s, void *page)
+			       const struct slot *s, void *page, struct slot *freed)
 {
 	const void *obj;
 	uint16_t len;
 	uint8_t codec;
+	int err;
 
 	if (backing_read(st->backing, s->loc, (uint32_t)idx, w->bscratch, &obj, &len, &codec))
 		return -EIO;
@@ -406,12 +427,19 @@ static int backing_load_locked(struct store *st, struct store_worker *w, uint64_
 	if (len != s->size || codec != s->codec)
 		return -EIO;
 	count_add(st, &st->counters.bd_reads, 1);
-	return object_load(w, s, obj, page);
+	err = object_load(w, s, obj, page);
+	if (!err && freed && st->promote)
+		promote_locked(st, idx, obj, freed);
+	return err;
 }
 
-/* Decompress a slot into page; the caller holds the slot lock. */
+/*
+ * Decompress a slot into page; the caller holds the slot lock.  With freed
+ * (NULL: no promotion), a page read from the backing file may move to the
+ * arena: *freed is then the slot it left, for the caller to release.
+ */
 static int slot_load_locked(struct store *st, struct store_worker *w, uint64_t idx,
-			    void *page)
+			    void *page, struct slot *freed)
 {
 	struct slot *s = &st->slots[idx];
 
@@ -425,7 +453,7 @@ static int slot_load_locked(struct store *st, struct store_worker *w, uint64_t i
 	case SLOT_ARENA:
 		return object_load(w, s, arena_map(st->arena, s->loc), page);
 	case SLOT_BACKING:
-		return backing_load_locked(st, w, idx, s, page);
+		return backing_load_locked(st, w, idx, s, page, freed);
 	}
 	return -EIO;
 }
@@ -433,13 +461,15 @@ static int slot_load_locked(struct store *st, struct store_worker *w, uint64_t i
 static int page_read(struct store *st, struct store_worker *w, uint64_t idx, void *page)
 {
 	pthread_mutex_t *lock = slot_lock(st, idx);
+	struct slot freed = { 0 };
 	int err;
 
 	pthread_mutex_lock(lock);
-	err = slot_load_locked(st, w, idx, page);
+	err = slot_load_locked(st, w, idx, page, &freed);
 	if (st->slots[idx].state != SLOT_EMPTY)
 		st->slots[idx].atime = store_now(st);
 	pthread_mutex_unlock(lock);
+	slot_release(st, &freed);
 	if (err)
 		count_add(st, &st->counters.failed_reads, 1);
 	return err;
@@ -485,7 +515,7 @@ static int page_patch(struct store *st, struct store_worker *w, uint64_t idx,
 	int err;
 
 	pthread_mutex_lock(lock);
-	err = slot_load_locked(st, w, idx, w->pbuf);
+	err = slot_load_locked(st, w, idx, w->pbuf, NULL);
 	if (err) {
 		pthread_mutex_unlock(lock);
 		count_add(st, &st->counters.failed_reads, 1);
@@ -686,7 +716,7 @@ enum store_recomp_result store_recompress(struct store *st, struct store_worker 
 		pthread_mutex_unlock(lock);
 		return STORE_RECOMP_NOT_ELIGIBLE;
 	}
-	err = slot_load_locked(st, w, idx, w->pbuf);
+	err = slot_load_locked(st, w, idx, w->pbuf, NULL);
 	pthread_mutex_unlock(lock);
 	if (err) {
 		count_add(st, &st->counters.failed_reads, 1);

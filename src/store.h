@@ -53,6 +53,8 @@ struct store_params {
 	int recomp_level;
 	struct backing *backing;	/* written-back pages go here; NULL: none.
 					 * Not owned: close it after store_destroy(). */
+	bool promote;			/* a read brings a written-back page back to
+					 * the arena when it has room */
 };
 
 /* Per-thread state: codec contexts and page buffers.  Never shared. */
