@@ -1,0 +1,264 @@
+#!/bin/bash
+# SPDX-License-Identifier: GPL-2.0-or-later
+# shellcheck source-path=SCRIPTDIR
+#
+# Writeback to a backing file, two ways.
+#
+# 1. The control command on a plain file (no swap): `writeback huge`,
+#    `idle` and `all` each move the pages they should (`all`: every page
+#    in the arena), the file reads back byte for byte, a discard or an
+#    overwrite frees backing space, and bad commands get EINVAL, as does
+#    `writeback` on a mount without a backing file.
+# 2. The real chain: a 64 MiB mem_limit, swap on the mount, and a process in
+#    a memory cgroup whose compressed working set is several times mem_limit,
+#    so that most of it can only live on the backing file.  memhog checks
+#    every byte; the daemon's memory is sampled throughout and must stay
+#    within mem_limit plus its fixed metadata.
+set -eu
+. "$(dirname "$0")/lib.sh"
+
+MIB=$((1 << 20))
+MEM_LIMIT_MIB=64
+SIZE_MIB=1024
+CG_LIMIT_MIB=96
+# memhog's page mix compresses about 1.7:1 with lz4 (with same-filled pages
+# costing nothing): 768 MiB is ~450 MiB compressed, seven times mem_limit.
+HOG_MIB=768
+HOG_TIMEOUT=150
+
+require_root
+require_fuse
+require_cgroup_v1_memory
+require_memhog
+make_tmpdir
+
+# stat_wait MOUNT KEY VALUE: wait (at most 20 s) until KEY reads VALUE.
+stat_wait() {
+	local i
+	for ((i = 0; i < 200; i++)); do
+		[ "$(zs_stat "$1" "$2")" = "$3" ] && return 0
+		sleep 0.1
+	done
+	fail "$2 in $1/stats is $(zs_stat "$1" "$2"), expected $3 within 20 s"
+}
+
+# writeback_now MOUNT KIND [ARG]: `writeback KIND [ARG]`, and wait until it
+# has run.
+writeback_now() {
+	local mnt=$1
+	shift
+	echo "writeback $*" >"$mnt/control" || fail "'writeback $*' was refused"
+	stat_wait "$mnt" writeback_pending 0
+}
+
+# control_einval MOUNT CMD: writing CMD to MOUNT/control must fail with EINVAL.
+control_einval() {
+	local out
+	# a subshell, so that bash reports the failed write and the script goes on
+	if out=$( (echo "$2" >"$1/control") 2>&1); then
+		fail "control accepted '$2'"
+	fi
+	case $out in
+	*"Invalid argument"*) ;;
+	*) fail "'$2' was refused, but not with EINVAL: $out" ;;
+	esac
+}
+
+# stats_line MOUNT KEY...: "KEY VALUE" of each KEY, on one line.
+stats_line() {
+	local mnt=$1 keys
+	shift
+	keys=$(IFS='|'; echo "$*")
+	grep -E "^($keys) " "$mnt/stats" | tr '\n' ' '
+}
+
+# ---- 1. the control command on a plain file ---------------------------------------------
+
+log "part 1: the writeback control command"
+data=$ZS_TMP/data
+"$MEMHOG" --size 32 --seed 31 --dump "$data"
+zs_mount "size=256M,writeback.backing_file=$ZS_TMP/backing1"
+mnt=$ZS_MNT
+dd if="$data" of="$mnt/swap" bs=1M oflag=direct conv=notrunc status=none
+stored=$(zs_stat "$mnt" pages_stored)
+same=$(zs_stat "$mnt" same_pages)
+compr0=$(zs_stat "$mnt" compr_data_size)
+[ "$stored" -eq $((32 * 256)) ] || fail "pages_stored is $stored after writing 32 MiB"
+[ "$(zs_stat "$mnt" bd_count)" -eq 0 ] || fail "pages on the backing file before any writeback"
+
+# The kinds of writeback, each picking its own pages: huge (stored raw),
+# idle (none yet: no mark, and writeback.idle_age is an hour), idle after
+# `idle all` but at most max_pages of them, and all.
+huge=$(zs_stat "$mnt" huge_pages)
+[ "$huge" -gt 0 ] || fail "memhog's pages include no incompressible ones?"
+writeback_now "$mnt" huge
+[ "$(zs_stat "$mnt" bd_count)" -eq "$huge" ] ||
+	fail "writeback huge: bd_count $(zs_stat "$mnt" bd_count), huge_pages was $huge"
+writeback_now "$mnt" idle
+[ "$(zs_stat "$mnt" bd_count)" -eq "$huge" ] ||
+	fail "writeback idle with no page idle moved pages: bd_count $(zs_stat "$mnt" bd_count)"
+echo "idle all" >"$mnt/control" || fail "'idle all' was refused"
+writeback_now "$mnt" idle max_pages=100
+[ "$(zs_stat "$mnt" bd_count)" -eq $((huge + 100)) ] ||
+	fail "writeback idle max_pages=100: bd_count $(zs_stat "$mnt" bd_count), expected $((huge + 100))"
+writeback_now "$mnt" all
+[ "$(zs_stat "$mnt" bd_count)" -eq $((stored - same)) ] ||
+	fail "writeback all: bd_count $(zs_stat "$mnt" bd_count)," \
+		"expected pages_stored - same_pages = $((stored - same))"
+compr1=$(zs_stat "$mnt" compr_data_size)
+log "writeback all: $(stats_line "$mnt" bd_count bd_writes compr_data_size mem_used_total \
+	backing_bytes_live backing_segments writeback_status)"
+[ "$(zs_stat "$mnt" bd_writes)" -ge $((stored - same)) ] || fail "bd_writes below bd_count"
+[ "$(zs_stat "$mnt" writeback_status)" = ok ] || fail "writeback_status is not ok"
+# Only same-filled pages stay, and they hold no arena memory.
+[ "$compr1" -eq 0 ] || fail "compr_data_size fell from $compr0 to $compr1 only, not to 0"
+live=$(zs_stat "$mnt" backing_bytes_live)
+[ "$live" -ge "$compr0" ] || fail "backing_bytes_live $live < the $compr0 compressed bytes moved"
+
+reads0=$(zs_stat "$mnt" bd_reads)
+cmp "$data" <(dd if="$mnt/swap" bs=1M count=32 iflag=direct status=none) ||
+	fail "the written-back pages do not read back as written"
+reads1=$(zs_stat "$mnt" bd_reads)
+[ $((reads1 - reads0)) -ge $((stored - same)) ] ||
+	fail "bd_reads rose by $((reads1 - reads0)) only, for $((stored - same)) pages read back"
+# Read back, a page stays on the backing file (the kernel has it cached).
+[ "$(zs_stat "$mnt" bd_count)" -eq $((stored - same)) ] || fail "bd_count changed on reading"
+
+# A discard frees the pages on the backing file; whole dead segments are
+# given back to the filesystem.
+bd0=$(zs_stat "$mnt" bd_count)
+blocks0=$(stat -c %b "$ZS_TMP/backing1")
+holes0=$(zs_stat "$mnt" backing_holes_punched)
+fallocate --punch-hole --keep-size --offset $((8 * MIB)) --length $((16 * MIB)) "$mnt/swap" ||
+	fail "punching a hole in the swap file failed"
+fallocate --punch-hole --keep-size --offset $((8 * MIB)) --length $((16 * MIB)) "$data"
+gone=$((stored - $(zs_stat "$mnt" pages_stored)))
+gone_same=$((same - $(zs_stat "$mnt" same_pages)))
+[ "$gone" -eq $((16 * 256)) ] || fail "the discard of 16 MiB freed $gone pages"
+bd1=$(zs_stat "$mnt" bd_count)
+live1=$(zs_stat "$mnt" backing_bytes_live)
+[ $((bd0 - bd1)) -eq $((gone - gone_same)) ] ||
+	fail "bd_count fell from $bd0 to $bd1, expected by $((gone - gone_same))"
+[ "$live1" -lt $((live / 2)) ] ||
+	fail "backing_bytes_live only fell from $live to $live1 after discarding half the pages"
+holes1=$(zs_stat "$mnt" backing_holes_punched)
+blocks1=$(stat -c %b "$ZS_TMP/backing1")
+log "discard of 16 MiB: bd_count $bd0 -> $bd1, backing_bytes_live $live -> $live1," \
+	"holes punched $holes0 -> $holes1, backing file blocks $blocks0 -> $blocks1"
+[ "$holes1" -gt "$holes0" ] || fail "no segment hole punched after discarding 16 MiB in a row"
+[ "$blocks1" -lt "$blocks0" ] ||
+	fail "the backing file's blocks did not fall ($blocks0 -> $blocks1)"
+cmp "$data" <(dd if="$mnt/swap" bs=1M count=32 iflag=direct status=none) ||
+	fail "data differs after the discard"
+
+# Overwriting a written-back page frees its copy on the backing file.
+"$MEMHOG" --size 1 --seed 32 --dump - |
+	dd of="$data" bs=1M seek=2 iflag=fullblock conv=notrunc status=none
+dd if="$data" of="$mnt/swap" bs=1M skip=2 seek=2 count=1 oflag=direct conv=notrunc status=none
+bd2=$(zs_stat "$mnt" bd_count)
+[ "$bd2" -lt "$bd1" ] || fail "bd_count did not fall on overwriting ($bd1 -> $bd2)"
+cmp "$data" <(dd if="$mnt/swap" bs=1M count=32 iflag=direct status=none) ||
+	fail "data differs after the overwrite"
+
+control_einval "$mnt" "writeback bogus"
+control_einval "$mnt" "writeback idle max_pages=0"
+control_einval "$mnt" "writeback all max_pages=x"
+control_einval "$mnt" "writeback"
+[ "$(zs_stat "$mnt" bd_count)" -eq "$bd2" ] || fail "a refused command changed bd_count"
+for key in failed_reads failed_writes backing_read_errors backing_write_errors writeback_failed; do
+	[ "$(zs_stat "$mnt" "$key")" -eq 0 ] || fail "$key is $(zs_stat "$mnt" "$key")"
+done
+zs_umount
+[ "$(stat -c %s "$ZS_TMP/backing1")" -eq 0 ] || fail "the backing file was not truncated at exit"
+
+# Without a backing file there is nothing to write back to.
+zs_mount size=16M
+control_einval "$ZS_MNT" "writeback all"
+[ "$(zs_stat "$ZS_MNT" writeback_status)" = none ] || fail "writeback_status is not 'none'"
+zs_umount
+
+# ---- 2. swap with a working set far above mem_limit ----------------------------------
+
+log "part 2: swap, mem_limit=${MEM_LIMIT_MIB}M," \
+	"memhog ${HOG_MIB} MiB in a ${CG_LIMIT_MIB} MiB cgroup"
+zs_mount "size=${SIZE_MIB}M,mem_limit=${MEM_LIMIT_MIB}M,writeback.backing_file=$ZS_TMP/backing2"
+mnt=$ZS_MNT
+pid=$ZS_PID
+log "at start: rss_bytes $(zs_stat "$mnt" rss_bytes)"
+zs_swapon "$mnt"
+
+# Sample the daemon's memory while the hog runs: a peak between two reads
+# at the end would go unseen.
+sampler() {
+	local s vm
+	while :; do
+		s=$(awk '$1 == "rss_bytes" || $1 == "mem_used_total" || $1 == "bd_count" ||
+			$1 == "backing_bytes_live" { v[$1] = $2 }
+			END { print v["rss_bytes"], v["mem_used_total"], v["bd_count"], v["backing_bytes_live"] }' \
+			"$mnt/stats") || exit 0
+		vm=$(awk '$1 == "VmRSS:" { print $2 * 1024 }' "/proc/$pid/status") || exit 0
+		echo "$s $vm" >>"$ZS_TMP/samples"
+		sleep 0.2
+	done
+}
+sampler &
+sampler_pid=$!
+push_undo kill "$sampler_pid"
+
+make_cgroup "${CG_LIMIT_MIB}M"
+t0=$SECONDS
+run_in_cgroup "$ZS_CG" timeout "$HOG_TIMEOUT" \
+	"$MEMHOG" --size "$HOG_MIB" --seed "$$" --verbose >"$ZS_TMP/memhog.out" 2>&1 &
+rc=0
+wait $! || rc=$?
+cat "$ZS_TMP/memhog.out" >&2
+kill "$sampler_pid"
+wait "$sampler_pid" 2>/dev/null || true
+drop_undo kill "$sampler_pid"
+log "memhog took $((SECONDS - t0)) s"
+zs_alive
+log "$(stats_line "$mnt" mem_used_max bd_count bd_reads bd_writes failed_reads failed_writes \
+	backing_bytes_used backing_bytes_written backing_holes_punched backing_compaction_moves \
+	writeback_failed writeback_spills writeback_status rss_bytes)"
+
+[ "$rc" -ne 124 ] || fail "memhog did not finish within $HOG_TIMEOUT s (swap I/O hung?)"
+[ "$rc" -eq 0 ] || fail "memhog exited with status $rc (1 = data corrupted through swap)"
+
+read -r rss_max used_max bd_max live_max vm_max < <(
+	awk '{ for (i = 1; i <= 5; i++) if ($i > m[i]) m[i] = $i }
+	END { print m[1] + 0, m[2] + 0, m[3] + 0, m[4] + 0, m[5] + 0 }' "$ZS_TMP/samples")
+log "peaks over $(wc -l <"$ZS_TMP/samples") samples: rss_bytes $rss_max, VmRSS $vm_max," \
+	"mem_used_total $used_max, bd_count $bd_max, backing_bytes_live $live_max"
+
+# The hog must really have lived on the backing file: compressed, more than
+# three times what the arena may hold was out there at once.
+[ "$live_max" -ge $((3 * MEM_LIMIT_MIB * MIB)) ] ||
+	fail "backing_bytes_live peaked at $live_max: the hog hardly reached the backing file"
+for key in bd_writes bd_reads; do
+	[ "$(zs_stat "$mnt" "$key")" -gt 0 ] || fail "$key is 0"
+done
+for key in failed_reads failed_writes backing_read_errors backing_write_errors writeback_failed; do
+	[ "$(zs_stat "$mnt" "$key")" -eq 0 ] || fail "$key is $(zs_stat "$mnt" "$key")"
+done
+v=$(zs_stat "$mnt" mem_used_max)
+[ "$v" -le $((MEM_LIMIT_MIB * MIB)) ] || fail "mem_used_max $v is above mem_limit"
+[ "$used_max" -le $((MEM_LIMIT_MIB * MIB)) ] || fail "mem_used_total reached $used_max"
+
+# The daemon's own memory: the arena (mem_limit), the slot table (16 bytes a
+# page of size), and a fixed part allocated at start and locked there by
+# mlockall: the backing file's segment buffers and segment table, thread
+# buffers, codec contexts, the program and its libraries.  Measured: 14 MiB
+# at start with a 4 MiB slot table, peaks of 74-79 MiB during the run.  The
+# slack covers arena metadata and spans mapped just before they are used.
+bound=$((MEM_LIMIT_MIB * MIB + SIZE_MIB * MIB / 256 + 24 * MIB))
+[ "$rss_max" -le "$bound" ] || fail "rss_bytes reached $rss_max, above the bound $bound"
+[ "$vm_max" -le "$bound" ] || fail "VmRSS reached $vm_max, above the bound $bound"
+
+timeout 120 swapoff "$ZS_LOOP" || fail "swapoff $ZS_LOOP failed"
+drop_undo timeout 120 swapoff "$ZS_LOOP"
+losetup -d "$ZS_LOOP"
+drop_undo losetup -d "$ZS_LOOP"
+zs_alive
+zs_umount
+log "writeback: OK"
+exit 0
