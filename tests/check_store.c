@@ -14,27 +14,10 @@
 #include "store.h"
 #include "testutil.h"
 
-/* A page that compresses like real memory: words from a small vocabulary,
- * small integers and runs of zeros. */
+/* A page that compresses like real memory (see fill_words). */
 static void fill_text(unsigned char *p, size_t len, uint64_t seed)
 {
-	static const char *words[] = { "swap ", "page ", "zram ", "memory ", "0x7f3a ",
-				       "struct ", "return ", "\0\0\0\0\0\0\0\0", "lz4 " };
-	uint64_t s = seed * 2654435761u + 1;
-	size_t i = 0;
-
-	while (i < len) {
-		const char *w;
-		size_t n;
-
-		s = s * 6364136223846793005ull + 1442695040888963407ull;
-		w = words[(s >> 33) % 9];
-		n = (s >> 33) % 9 == 7 ? 8 : strlen(w);
-		if (n > len - i)
-			n = len - i;
-		memcpy(p + i, w, n);
-		i += n;
-	}
+	fill_words(p, len, seed * 2654435761u + 1);
 }
 
 static struct store *make_store(uint64_t size, const char *codec, uint64_t limit)

@@ -107,26 +107,6 @@ static uint64_t xs(uint64_t *x)
 	return *x;
 }
 
-static void fill_words(unsigned char *p, size_t len, uint64_t s)
-{
-	static const char *words[] = { "swap ", "page ", "segment ", "backing ", "0x7f3a ",
-				       "struct ", "return ", "\0\0\0\0\0\0\0\0", "crc " };
-	size_t i = 0;
-
-	while (i < len) {
-		const char *w;
-		size_t n;
-
-		s = s * 6364136223846793005ull + 1442695040888963407ull;
-		w = words[(s >> 33) % 9];
-		n = (s >> 33) % 9 == 7 ? 8 : strlen(w);
-		if (n > len - i)
-			n = len - i;
-		memcpy(p + i, w, n);
-		i += n;
-	}
-}
-
 static void gen_page(unsigned char *p, enum kind k, uint64_t seed)
 {
 	uint64_t x = seed * 0x9e3779b97f4a7c15ull + 0x2545f4914f6cdd1dull, v;

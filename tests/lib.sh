@@ -225,6 +225,17 @@ zs_stat() {
 	printf '%s\n' "$v"
 }
 
+# zs_stat_wait MOUNT KEY VALUE [SECONDS]: wait (default 20 s) until KEY in
+# MOUNT/stats reads VALUE, for work the daemon does in the background.
+zs_stat_wait() {
+	local i tenths=$(( ${4:-20} * 10 ))
+	for ((i = 0; i < tenths; i++)); do
+		[ "$(zs_stat "$1" "$2")" = "$3" ] && return 0
+		sleep 0.1
+	done
+	fail "$2 in $1/stats is $(zs_stat "$1" "$2"), expected $3 within ${4:-20} s"
+}
+
 # ---- swap on the mount ------------------------------------------------------
 
 # zs_swapon MOUNT: loop device over MOUNT/swap, mkswap, swapon --discard.

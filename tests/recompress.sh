@@ -24,16 +24,6 @@ bytes=$(stat -c %s "$corpus")
 [ "$bytes" -ge $((32 << 20)) ] || fail "corpus too small: $bytes bytes"
 log "corpus: $bytes bytes of real process memory"
 
-# stat_wait MOUNT KEY VALUE: wait (at most 300 s) until KEY reads VALUE.
-stat_wait() {
-	local i
-	for ((i = 0; i < 3000; i++)); do
-		[ "$(zs_stat "$1" "$2")" = "$3" ] && return 0
-		sleep 0.1
-	done
-	fail "$2 in $1/stats did not become $3"
-}
-
 # What zstd alone makes of these pages, for the expected gain.
 zs_mount size=128M,algorithm=zstd,recompress.enabled=false
 dd if="$corpus" of="$ZS_MNT/swap" bs=1M oflag=direct status=none
@@ -49,11 +39,11 @@ passes=$(zs_stat "$mnt" recompress_passes)
 
 echo "idle all" >"$mnt/control"
 echo "recompress type=idle threshold=16" >"$mnt/control"
-stat_wait "$mnt" recompress_passes $((passes + 1))
-stat_wait "$mnt" recompress_pending 0
+zs_stat_wait "$mnt" recompress_passes $((passes + 1)) 300
+zs_stat_wait "$mnt" recompress_pending 0 300
 compactions=$(zs_stat "$mnt" compactions)
 echo compact >"$mnt/control"
-stat_wait "$mnt" compactions $((compactions + 1))
+zs_stat_wait "$mnt" compactions $((compactions + 1)) 300
 
 used_after=$(zs_stat "$mnt" mem_used_total)
 compr_after=$(zs_stat "$mnt" compr_data_size)
@@ -85,7 +75,7 @@ fio_pid=$!
 sleep 0.5
 echo "recompress threshold=16" >"$mnt/control"
 wait "$fio_pid" || { cat "$ZS_TMP/fio.out" >&2; fail "fio verify failed during recompression"; }
-stat_wait "$mnt" recompress_pending 0
+zs_stat_wait "$mnt" recompress_pending 0 300
 [ "$(zs_stat "$mnt" recompress_passes)" -gt "$passes" ] || fail "the pass did not run"
 fio --name=after --filename="$mnt/swap" --offset=64M --size=64M --rw=randwrite --bs=4k \
 	--direct=1 --ioengine=psync --verify=crc32c --verify_only --verify_fatal=1 \

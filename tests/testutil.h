@@ -10,6 +10,7 @@
 #include <check.h>
 #include <stdint.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "store.h"
 
@@ -32,6 +33,30 @@ static inline void fill_random(unsigned char *p, size_t len)
 
 	for (i = 0; i < len; i++)
 		p[i] = (unsigned char)rnd();
+}
+
+/*
+ * Text that compresses like real memory: words from a small vocabulary,
+ * small integers and runs of zeros; s seeds it (the same s, the same text).
+ */
+static inline void fill_words(unsigned char *p, size_t len, uint64_t s)
+{
+	static const char *words[] = { "swap ", "page ", "segment ", "backing ", "0x7f3a ",
+				       "struct ", "return ", "\0\0\0\0\0\0\0\0", "crc " };
+	size_t i = 0;
+
+	while (i < len) {
+		const char *w;
+		size_t n;
+
+		s = s * 6364136223846793005ull + 1442695040888963407ull;
+		w = words[(s >> 33) % 9];
+		n = (s >> 33) % 9 == 7 ? 8 : strlen(w);
+		if (n > len - i)
+			n = len - i;
+		memcpy(p + i, w, n);
+		i += n;
+	}
 }
 
 /* A store of `pages` pages; recomp names the recompression codec or NULL. */

@@ -32,23 +32,13 @@ require_cgroup_v1_memory
 require_memhog
 make_tmpdir
 
-# stat_wait MOUNT KEY VALUE: wait (at most 20 s) until KEY reads VALUE.
-stat_wait() {
-	local i
-	for ((i = 0; i < 200; i++)); do
-		[ "$(zs_stat "$1" "$2")" = "$3" ] && return 0
-		sleep 0.1
-	done
-	fail "$2 in $1/stats is $(zs_stat "$1" "$2"), expected $3 within 20 s"
-}
-
 # writeback_now MOUNT KIND [ARG]: `writeback KIND [ARG]`, and wait until it
 # has run.
 writeback_now() {
 	local mnt=$1
 	shift
 	echo "writeback $*" >"$mnt/control" || fail "'writeback $*' was refused"
-	stat_wait "$mnt" writeback_pending 0
+	zs_stat_wait "$mnt" writeback_pending 0
 }
 
 # control_einval MOUNT CMD: writing CMD to MOUNT/control must fail with EINVAL.

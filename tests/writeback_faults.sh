@@ -67,20 +67,10 @@ stats_line() {
 	grep -E "^($keys) " "$mnt/stats" | tr '\n' ' '
 }
 
-# stat_wait MOUNT KEY VALUE: wait (at most 20 s) until KEY reads VALUE.
-stat_wait() {
-	local i
-	for ((i = 0; i < 200; i++)); do
-		[ "$(zs_stat "$1" "$2")" = "$3" ] && return 0
-		sleep 0.1
-	done
-	fail "$2 in $1/stats is $(zs_stat "$1" "$2"), expected $3 within 20 s"
-}
-
 # writeback_now MOUNT: `writeback all`, and wait until it has run.
 writeback_now() {
 	echo "writeback all" >"$1/control" || fail "'writeback all' was refused"
-	stat_wait "$1" writeback_pending 0
+	zs_stat_wait "$1" writeback_pending 0
 }
 
 # fs_umount DIR: unmount a filesystem of ours whose device may be failing.
