@@ -33,4 +33,23 @@ check_bad level -o algorithm=zstd,level=99
 check_bad mem_limit -o mem_limit=xyz
 check_bad foo -o foo=1
 check_bad "$ZS_TMP/missing.conf" -c "$ZS_TMP/missing.conf"
+
+# Backing files that must not be used: each refused with a message that says
+# why, and left as it was.
+check_bad "absolute path" -o writeback.backing_file=relative/backing
+check_bad low_watermark -o writeback.low_watermark=90,writeback.high_watermark=80
+check_bad writeback.max_size -o writeback.max_size=4K,writeback.backing_file="$ZS_TMP/b0"
+echo keep >"$ZS_TMP/target"
+ln -s "$ZS_TMP/target" "$ZS_TMP/link"
+check_bad symlink -o writeback.backing_file="$ZS_TMP/link"
+mkdir "$ZS_TMP/dir"
+check_bad "not a regular file" -o writeback.backing_file="$ZS_TMP/dir"
+echo keep >"$ZS_TMP/open"
+chmod 0666 "$ZS_TMP/open"
+check_bad "writable by others" -o writeback.backing_file="$ZS_TMP/open"
+check_bad "$ZS_TMP/nodir/backing" -o writeback.backing_file="$ZS_TMP/nodir/backing"
+[ "$(cat "$ZS_TMP/target")" = keep ] && [ "$(cat "$ZS_TMP/open")" = keep ] ||
+	fail "a refused backing file was changed"
+[ -L "$ZS_TMP/link" ] || fail "the symlink was replaced"
+[ ! -e "$ZS_TMP/b0" ] || fail "a refused start left a backing file behind"
 exit 0

@@ -9,6 +9,7 @@
 #    in the arena), the file reads back byte for byte, a discard or an
 #    overwrite frees backing space, and bad commands get EINVAL, as does
 #    `writeback` on a mount without a backing file.
+# 1b. The idle timer writes back pages untouched for writeback.idle_age.
 # 2. The real chain: a 64 MiB mem_limit, swap on the mount, and a process in
 #    a memory cgroup whose compressed working set is several times mem_limit,
 #    so that most of it can only live on the backing file.  memhog checks
@@ -165,6 +166,18 @@ zs_umount
 zs_mount size=16M
 control_einval "$ZS_MNT" "writeback all"
 [ "$(zs_stat "$ZS_MNT" writeback_status)" = none ] || fail "writeback_status is not 'none'"
+zs_umount
+
+# The idle timer: pages untouched for writeback.idle_age go to the file on
+# their own (the timer looks every 10 s), and still read back right.
+log "part 1b: the idle timer"
+zs_mount "size=64M,writeback.idle_age=2,writeback.backing_file=$ZS_TMP/backing3"
+head -c $((8 * MIB)) "$data" >"$ZS_TMP/data8"
+dd if="$ZS_TMP/data8" of="$ZS_MNT/swap" bs=1M oflag=direct conv=notrunc status=none
+want=$(( $(zs_stat "$ZS_MNT" pages_stored) - $(zs_stat "$ZS_MNT" same_pages) ))
+zs_stat_wait "$ZS_MNT" bd_count "$want" 30
+dd if="$ZS_MNT/swap" of="$ZS_TMP/back8" bs=1M count=8 iflag=direct status=none
+cmp "$ZS_TMP/data8" "$ZS_TMP/back8" || fail "pages written back by the idle timer read back wrong"
 zs_umount
 
 # ---- 2. swap with a working set far above mem_limit ----------------------------------

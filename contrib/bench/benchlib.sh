@@ -18,13 +18,14 @@
 #   LOOPDEV    loop device: losetup -d
 #   MNT        FUSE mount point (made by start_fuse): unmounted, then removed
 #   DPID       pid of the FUSE server: waited for (its exit status is left in DAEMON_RC)
+#   BACKFILE   the FUSE server's backing file (writeback): removed once the server is gone
 #   ZRAM_USED  zram0 was configured: reset
 #   CG         memory cgroup directory: removed
 #   TMP        temporary directory: removed by the EXIT trap only
 
 ZRAM=/sys/block/zram0
 PIN=''
-SAMPLER='' SWAPDEV='' LOOPDEV='' MNT='' DPID='' ZRAM_USED='' CG='' TMP='' DAEMON_RC=''
+SAMPLER='' SWAPDEV='' LOOPDEV='' MNT='' DPID='' BACKFILE='' ZRAM_USED='' CG='' TMP='' DAEMON_RC=''
 
 log() { echo "$BENCH: $*" >&2; }
 
@@ -80,6 +81,9 @@ teardown() {
 		wait "$DPID"; DAEMON_RC=$?
 		[ "$DAEMON_RC" = 0 ] || { log "daemon exited with status $DAEMON_RC"; rc=1; }
 		DPID=
+	fi
+	if [ -n "$BACKFILE" ]; then
+		rm -f -- "$BACKFILE"; BACKFILE=
 	fi
 	if [ -n "$MNT" ]; then
 		rmdir "$MNT" 2>/dev/null; MNT=

@@ -5,7 +5,8 @@
 # baseline, interleaved (A B C A B C ...), each device set up fresh for every run.
 #
 #   swapbench.sh -c CORPUS [-r ROUNDS] [-d DEVICES] [-w WS_MIB] [-l LIMIT_MIB] [-s SWAPSIZE]
-#                [-p PASSES] [-a ALGORITHM] [-S] [-V] [-P] [-Z ZSWAPFS] [-N NOOP_FUSE]
+#                [-p PASSES] [-a ALGORITHM] [-m BUDGET_MIB] [-b DIR] [-T SECONDS] [-S] [-V] [-P]
+#                [-Z ZSWAPFS] [-N NOOP_FUSE]
 #
 # DEVICES (comma separated, default zram,zswapfs,noop):
 #   zram           kernel zram, comp_algorithm ALGORITHM, swapon
@@ -19,6 +20,16 @@
 #   zswapfs-rc     the worker busy during the run: recompress.enabled=true,
 #                  recompress.idle_age=1, recompress.rate=0 (pages untouched for 1 s are
 #                  recompressed with zstd, no rate limit); plain zswapfs: daemon defaults
+#   zram-m         zram with mem_limit = BUDGET_MIB (-m, default 64): the same memory budget as
+#   zswapfs-wb     zswapfs with mem_limit = BUDGET_MIB and a backing file in DIR (-b, default
+#                  /var/tmp), writeback at the default watermarks.  Each run is killed after
+#                  -T SECONDS (default 900) and then counts as failed: a device that runs out
+#                  of memory fails the workload or makes it thrash.
+#   zswapfs-wbp    zswapfs-wb with writeback.promote=true (reads bring pages back to RAM)
+#   zswapfs-wbt2   zswapfs-wb with two request threads (a disk read blocks only one)
+#   disk           a plain swap file of SWAPSIZE in DIR: what swapping to the SSD costs
+# Every run reports swapped_out_mib (pswpout) and disk_mib_written (sectors written to the
+# disk holding DIR, whoever wrote them: keep the machine quiet).
 # Pages are visited in a fixed random order; -S: in address order (which lets the loop
 # devices' swap readahead help them, while zram, a synchronous device, gets none).
 # Needs root, a v1 memory cgroup at /sys/fs/cgroup/memory, and no other swap active.
@@ -36,6 +47,9 @@ LIMIT_MIB=192
 SWAPSIZE=1G
 PASSES=1
 ALG=lz4
+BUDGET_MIB=64
+BACKDIR=/var/tmp
+TIMEOUT_S=900
 WFLAGS=-R
 PIN=
 ZSWAPFS=$here/../../src/zswapfs
@@ -48,7 +62,7 @@ usage() {
 	exit 2
 }
 
-while getopts c:r:d:w:l:s:p:a:SVPZ:N:h opt; do
+while getopts c:r:d:w:l:s:p:a:m:b:T:SVPZ:N:h opt; do
 	case $opt in
 	c) CORPUS=$OPTARG ;;
 	r) ROUNDS=$OPTARG ;;
@@ -58,6 +72,9 @@ while getopts c:r:d:w:l:s:p:a:SVPZ:N:h opt; do
 	s) SWAPSIZE=$OPTARG ;;
 	p) PASSES=$OPTARG ;;
 	a) ALG=$OPTARG ;;
+	m) BUDGET_MIB=$OPTARG ;;
+	b) BACKDIR=$OPTARG ;;
+	T) TIMEOUT_S=$OPTARG ;;
 	S) WFLAGS=${WFLAGS/-R/} ;;
 	V) WFLAGS="$WFLAGS -V" ;;
 	P) PIN="taskset -c 0" ;;
@@ -84,6 +101,11 @@ if other_swap; then
 fi
 
 meminfo() { awk -v k="$1:" '$1 == k { print $2 }' /proc/meminfo; }
+pswpout() { awk '$1 == "pswpout" { print $2 }' /proc/vmstat; }
+# sectors written to the whole disk that holds BACKDIR
+DISK=$(lsblk -no pkname "$(df --output=source "$BACKDIR" | tail -1)" 2>/dev/null)
+[ -n "$DISK" ] || DISK=$(basename "$(df --output=source "$BACKDIR" | tail -1)")
+disk_sectors() { awk '{ print $7 }' "/sys/block/$DISK/stat" 2>/dev/null || echo 0; }
 
 # start FUSE server $1 (extra -o options $2) for a device of SWAPSIZE
 start_fuse_dev() {
@@ -102,6 +124,8 @@ setup_dev() {
 	4k) lo=(--direct-io=on --sector-size 4096) ;;
 	mt | t2 | bp[0-9]*) ;;
 	norc | rc) [ "$base" = zswapfs ] || { log "$dev: only zswapfs recompresses"; return 1; } ;;
+	m) [ "$base" = zram ] || { log "$dev: -m is zram's; zswapfs-wb is its match"; return 1; } ;;
+	wb | wbp | wbt2) [ "$base" = zswapfs ] || { log "$dev: only zswapfs writes back"; return 1; } ;;
 	*) log "unknown device variant $dev"; return 1 ;;
 	esac
 	case $base in
@@ -113,6 +137,9 @@ setup_dev() {
 		ZRAM_USED=1
 		echo "$ALG" > $ZRAM/comp_algorithm || return 1
 		echo "$SWAPSIZE" > $ZRAM/disksize || return 1
+		if [ "$var" = m ]; then
+			echo "${BUDGET_MIB}M" > $ZRAM/mem_limit || return 1
+		fi
 		mkswap /dev/zram0 > /dev/null || return 1
 		swapon /dev/zram0 || return 1
 		SWAPDEV=/dev/zram0
@@ -126,7 +153,25 @@ setup_dev() {
 		[ "$var" = norc ] && opts="$opts,recompress.enabled=false"
 		[ "$var" = rc ] && opts="$opts,recompress.enabled=true,recompress.idle_age=1"
 		[ "$var" = rc ] && opts="$opts,recompress.rate=0"
+		if [ "${var#wb}" != "$var" ]; then
+			BACKFILE=$BACKDIR/swapbench.$$.backing
+			opts="$opts,mem_limit=${BUDGET_MIB}M,writeback.backing_file=$BACKFILE"
+		fi
+		[ "$var" = wbp ] && opts="$opts,writeback.promote=true"
+		[ "$var" = wbt2 ] && opts="$opts,threads=2"
+
 		start_fuse_dev "$ZSWAPFS" "$opts" || return 1
+		;;
+	disk)
+		BACKFILE=$BACKDIR/swapbench.$$.swapfile
+		# dd, not fallocate: swapon refuses files with holes on some filesystems
+		dd if=/dev/zero of="$BACKFILE" bs=1M count=$(( $(numfmt --from=iec "$SWAPSIZE") >> 20 )) \
+			status=none || return 1
+		chmod 600 "$BACKFILE"
+		mkswap "$BACKFILE" > /dev/null || return 1
+		swapon "$BACKFILE" || return 1
+		SWAPDEV=$BACKFILE
+		return 0
 		;;
 	noop)
 		[ -x "$NOOP" ] || { log "$NOOP not built: run make in $here"; return 1; }
@@ -148,11 +193,19 @@ setup_dev() {
 dev_stats() {
 	local dev=$1
 	case $dev in
-	zram*) awk '{ printf "store_peak_kib=%d", $5 / 1024 }' $ZRAM/mm_stat ;;
+	zram*) awk '{ printf "store_peak_kib=%d", $5 / 1024 }' $ZRAM/mm_stat
+		awk '{ printf " failed_writes=%d", $2 }' $ZRAM/io_stat ;;
 	zswapfs*) awk '$1 == "mem_used_max" { printf "store_peak_kib=%d", $2 / 1024 }
 		# what the idle recompression worker did during the run (absent: older daemon)
 		$1 == "recompressed" || $1 == "recompress_passes" { r = r " " $1 "=" $2 }
-		END { printf "%s", r }' "$MNT/stats" 2>/dev/null ;;
+		# writeback: pages out and in, bytes to the file per byte swapped out
+		$1 == "bd_writes" || $1 == "bd_reads" || $1 == "failed_writes" ||
+		$1 == "writeback_spills" { r = r " " $1 "=" $2 }
+		$1 == "write_bytes" { swapped = $2 }
+		$1 == "backing_bytes_written" { backing = $2 }
+		END { if (backing) printf " backing_mib_written=%.1f backing_per_swapped=%.3f",
+			backing / 1048576, swapped ? backing / swapped : 0
+		printf "%s", r }' "$MNT/stats" 2>/dev/null ;;
 	esac
 	[ -n "$DPID" ] && awk '$1 == "VmHWM:" { printf " server_hwm_kib=%d", $2 }' \
 		/proc/$DPID/status 2>/dev/null
@@ -169,24 +222,35 @@ run_one() {
 	other_swap_now=$(tail -n +2 /proc/swaps | awk -v d="$SWAPDEV" '$1 != d' | wc -l)
 	[ "$other_swap_now" = 0 ] || log "warning: other swap appeared during the run on $dev"
 	sync
+	local so0 ds0
+	so0=$(pswpout)
+	ds0=$(disk_sectors)
 	c0=$(meminfo Cached)
 	( while :; do meminfo Cached; sleep 0.2; done ) > "$TMP/cached" &
 	SAMPLER=$!
 	t0=$(date +%s.%N)
 	# shellcheck disable=SC2086
-	out=$($PIN "$WORKLOAD" -g "$CG" -w "$WS_MIB" -p "$PASSES" $WFLAGS "$CORPUS")
+	out=$(timeout "$TIMEOUT_S" $PIN "$WORKLOAD" -g "$CG" -w "$WS_MIB" -p "$PASSES" $WFLAGS \
+		"$CORPUS")
 	rc=$?
+	[ $rc = 124 ] && out="killed after ${TIMEOUT_S}s (thrashing)"
+	# the cgroup's OOM killer: the device could not take the pages
+	extra_oom=$(awk '$1 == "oom_kill" { print " oom_kills=" $2 }' "$CG/memory.oom_control" \
+		2>/dev/null)
 	t1=$(date +%s.%N)
 	kill "$SAMPLER"; wait "$SAMPLER" 2>/dev/null; SAMPLER=
 	cpeak=$(sort -n "$TMP/cached" | tail -1)
+	sync
 	local extra
-	extra="$(dev_stats "$dev") cached_growth_kib=$(( $(meminfo Cached) - c0 ))"
+	extra=$(awk -v a="$so0" -v b="$(pswpout)" -v c="$ds0" -v d="$(disk_sectors)" 'BEGIN {
+		printf "swapped_out_mib=%.1f disk_mib_written=%.1f", (b - a) / 256, (d - c) / 2048 }')
+	extra="$extra $(dev_stats "$dev") cached_growth_kib=$(( $(meminfo Cached) - c0 ))"
 	extra="$extra cached_peak_growth_kib=$(( ${cpeak:-$c0} - c0 ))"
 	# other work on the machine makes the figures meaningless: keep the evidence
-	extra="$extra loadavg1=$(cut -d' ' -f1 /proc/loadavg)"
+	extra="$extra loadavg1=$(cut -d' ' -f1 /proc/loadavg)$extra_oom"
 	teardown || log "teardown after $dev reported a problem"
 	if [ $rc != 0 ]; then
-		log "workload FAILED on $dev (exit $rc): $out"
+		log "workload FAILED on $dev (exit $rc): $out $extra"
 		return 1
 	fi
 	# total_s: the workload's own timing (fill + passes); wall includes start-up
