@@ -225,6 +225,12 @@ zs_stat() {
 	printf '%s\n' "$v"
 }
 
+# zs_sanitized: true when the daemon is an AddressSanitizer build, whose
+# shadow memory and quarantine make its RSS say nothing of the daemon's own.
+zs_sanitized() {
+	ldd "$ZSWAPFS" 2>/dev/null | grep -q libasan
+}
+
 # zs_stat_wait MOUNT KEY VALUE [SECONDS]: wait (default 20 s) until KEY in
 # MOUNT/stats reads VALUE, for work the daemon does in the background.
 zs_stat_wait() {
