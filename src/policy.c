@@ -59,6 +59,13 @@ struct policy {
 
 	struct writeback *wb;		/* NULL: no backing file */
 	_Atomic bool wb_kicked;		/* woken for the high watermark */
+	/*
+	 * Set with wb_kicked and by a make-room request: long passes
+	 * (recompression, asked-for writeback, the idle timer's) end early so
+	 * that the arena gets room before writes fail; asked-for ones are
+	 * queued again.
+	 */
+	_Atomic bool urgent;
 	_Atomic bool wb_running;
 	_Atomic uint64_t wb_spills;
 	time_t wb_backoff_until;
@@ -112,19 +119,21 @@ static uint32_t idle_cutoff(const struct policy *pol, uint32_t idle_age)
 	return now > idle_age ? now - idle_age : 0;
 }
 
-static void run_pass(struct policy *pol, const struct recompress_pass *p, const char *why)
+/* Returns whether the pass ended early for urgent work. */
+static bool run_pass(struct policy *pol, const struct recompress_pass *p, const char *why)
 {
 	struct recompress_result r;
 
 	if (recompress_run(pol->st, &pol->worker, p, &r)) {
 		log_warn("recompress (%s): no memory for the pass", why);
-		return;
+		return false;
 	}
 	atomic_fetch_add(&pol->passes, 1);
 	if (r.tried)
 		log_info("recompress (%s): %llu tried, %llu smaller, %llu kept", why,
 			 (unsigned long long)r.tried, (unsigned long long)r.recompressed,
 			 (unsigned long long)r.skipped);
+	return r.yielded;
 }
 
 /* An asked-for pass: the control file's words turned into a pass. */
@@ -137,12 +146,21 @@ static void run_requested(struct policy *pol, const struct policy_recomp_request
 		.max_pages = req->max_pages,
 		.rate = 0,	/* asked for: as fast as the (nice 19) thread goes */
 		.stop = &pol->stop,
+		.yield = &pol->urgent,
 	};
 
 	if (req->type == POLICY_RECOMP_IDLE || req->type == POLICY_RECOMP_HUGE_IDLE)
 		p.idle_before = idle_marked ? idle_mark : idle_cutoff(pol, pol->cfg.idle_age);
 	p.huge_only = req->type == POLICY_RECOMP_HUGE || req->type == POLICY_RECOMP_HUGE_IDLE;
-	run_pass(pol, &p, "control");
+	if (run_pass(pol, &p, "control")) {
+		/* Cut short for writeback: the rest after it. */
+		pthread_mutex_lock(&pol->lock);
+		if (!pol->recomp_pending) {
+			pol->recomp_req = *req;
+			pol->recomp_pending = true;
+		}
+		pthread_mutex_unlock(&pol->lock);
+	}
 }
 
 /* ---- writeback ------------------------------------------------------------ */
@@ -235,6 +253,7 @@ static void make_room(struct policy *pol, uint64_t upto)
 {
 	bool made;
 
+	atomic_store(&pol->urgent, false);
 	boost(true);
 	made = watermark_writeback(pol, true);
 	boost(false);
@@ -252,6 +271,7 @@ static void run_requested_writeback(struct policy *pol, const struct policy_wb_r
 		.idle_before = UINT32_MAX,
 		.max_pages = req->max_pages,
 		.stop = &pol->stop,
+		.yield = &pol->urgent,
 	};
 	struct writeback_result r;
 
@@ -268,6 +288,30 @@ static void run_requested_writeback(struct policy *pol, const struct policy_wb_r
 	log_writeback(pol, "control", false, &r);
 	if (r.pages)
 		store_compact(pol->st);
+	if (r.yielded) {
+		/* Cut short by a full arena: the rest after it (pages already
+		 * written back are no longer candidates). */
+		pthread_mutex_lock(&pol->lock);
+		if (!pol->wb_pending) {
+			pol->wb_req = *req;
+			if (req->max_pages)
+				pol->wb_req.max_pages = req->max_pages > r.pages ?
+							req->max_pages - r.pages : 0;
+			pol->wb_pending = pol->wb_req.max_pages || !req->max_pages;
+		}
+		pthread_mutex_unlock(&pol->lock);
+	}
+}
+
+/* The high watermark: checked every tick, and at once when a write passed it. */
+static void watermark_tick(struct policy *pol)
+{
+	atomic_store(&pol->wb_kicked, false);
+	atomic_store(&pol->urgent, false);
+	if (!pol->cfg.wb_auto || time(NULL) < pol->wb_backoff_until)
+		return;
+	if (arena_used_bytes(pol) > watermark(pol, pol->cfg.wb_high))
+		watermark_writeback(pol, false);
 }
 
 /* The automatic work of a tick: watermark, idle timer, segment compaction. */
@@ -275,15 +319,14 @@ static void auto_writeback(struct policy *pol, bool idle_due)
 {
 	struct writeback_result r;
 
-	atomic_store(&pol->wb_kicked, false);
+	watermark_tick(pol);
 	if (!pol->cfg.wb_auto || time(NULL) < pol->wb_backoff_until)
 		return;
-	if (arena_used_bytes(pol) > watermark(pol, pol->cfg.wb_high))
-		watermark_writeback(pol, false);
 	if (idle_due && pol->cfg.wb_idle_age && store_now(pol->st) >= pol->cfg.wb_idle_age) {
 		struct writeback_pass p = {
 			.idle_before = idle_cutoff(pol, pol->cfg.wb_idle_age),
 			.stop = &pol->stop,
+			.yield = &pol->urgent,
 		};
 
 		writeback_run(pol->wb, &p, &r);
@@ -310,6 +353,21 @@ static void *policy_thread(void *arg)
 		struct timespec until;
 		bool idle_due;
 
+		/* Room for writes first: they fail or wait without it. */
+		if (pol->room_wanted != pol->room_done) {
+			uint64_t upto = pol->room_wanted;
+
+			pthread_mutex_unlock(&pol->lock);
+			make_room(pol, upto);
+			pthread_mutex_lock(&pol->lock);
+			continue;
+		}
+		if (atomic_load(&pol->wb_kicked)) {
+			pthread_mutex_unlock(&pol->lock);
+			watermark_tick(pol);
+			pthread_mutex_lock(&pol->lock);
+			continue;
+		}
 		if (pol->recomp_pending) {
 			struct policy_recomp_request req = pol->recomp_req;
 			bool marked = pol->idle_marked;
@@ -320,14 +378,6 @@ static void *policy_thread(void *arg)
 			pthread_mutex_unlock(&pol->lock);
 			run_requested(pol, &req, marked, mark);
 			atomic_store(&pol->recomp_running, false);
-			pthread_mutex_lock(&pol->lock);
-			continue;
-		}
-		if (pol->room_wanted != pol->room_done) {
-			uint64_t upto = pol->room_wanted;
-
-			pthread_mutex_unlock(&pol->lock);
-			make_room(pol, upto);
 			pthread_mutex_lock(&pol->lock);
 			continue;
 		}
@@ -365,6 +415,7 @@ static void *policy_thread(void *arg)
 				.threshold = pol->cfg.threshold,
 				.rate = pol->cfg.rate,
 				.stop = &pol->stop,
+				.yield = &pol->urgent,
 			};
 
 			/* Idle pages only, never ones touched within idle_age. */
@@ -515,6 +566,7 @@ void policy_note_write(struct policy *pol)
 	    as.pages_used * ARENA_PAGE_SIZE <= as.limit_bytes / 100 * pol->cfg.wb_high)
 		return;
 	atomic_store(&pol->wb_kicked, true);
+	atomic_store(&pol->urgent, true);
 	pthread_mutex_lock(&pol->lock);
 	pthread_cond_signal(&pol->wake);
 	pthread_mutex_unlock(&pol->lock);
@@ -529,6 +581,7 @@ int policy_make_room(struct policy *pol)
 	if (!pol->wb || !pol->cfg.wb_auto)
 		return -ENOSPC;
 	atomic_fetch_add(&pol->wb_spills, 1);
+	atomic_store(&pol->urgent, true);
 	clock_gettime(CLOCK_REALTIME, &until);
 	until.tv_sec += POLICY_ROOM_WAIT_S;
 	pthread_mutex_lock(&pol->lock);

@@ -26,7 +26,8 @@ struct buckets {
 
 static bool stopped(const struct recompress_pass *p)
 {
-	return p->stop && atomic_load_explicit(p->stop, memory_order_relaxed);
+	return (p->stop && atomic_load_explicit(p->stop, memory_order_relaxed)) ||
+	       (p->yield && atomic_load_explicit(p->yield, memory_order_relaxed));
 }
 
 /* Sort the eligible pages into buckets; the store re-checks each under the
@@ -128,5 +129,6 @@ int recompress_run(struct store *st, struct store_worker *w, const struct recomp
 			break;
 	}
 	free(b.idx);
+	res->yielded = p->yield && atomic_load_explicit(p->yield, memory_order_relaxed);
 	return 0;
 }

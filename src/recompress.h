@@ -27,6 +27,8 @@ struct recompress_pass {
 	uint64_t max_pages;	/* most pages to try; 0 = no limit */
 	uint32_t rate;		/* most pages a second; 0 = no limit */
 	const _Atomic bool *stop;	/* checked between pages; may be NULL */
+	const _Atomic bool *yield;	/* the same, for more urgent work waiting:
+					 * res->yielded says it ended the pass */
 };
 
 struct recompress_result {
@@ -35,6 +37,7 @@ struct recompress_result {
 	uint64_t skipped;	/* saved too little, or incompressible: marked */
 	uint64_t raced;		/* changed by a request meanwhile: left alone */
 	uint64_t nomem;		/* no room for the new object */
+	bool yielded;		/* ended early for more urgent work */
 };
 
 /* Run one pass.  Returns 0, or -ENOMEM if its index could not be allocated. */

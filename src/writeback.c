@@ -263,6 +263,10 @@ int writeback_run(struct writeback *wb, const struct writeback_pass *p,
 	for (pa.idx = 0; pa.idx < nr; pa.idx++) {
 		if (p->stop && atomic_load_explicit(p->stop, memory_order_relaxed))
 			break;
+		if (p->yield && atomic_load_explicit(p->yield, memory_order_relaxed)) {
+			res->yielded = true;
+			break;
+		}
 		if (p->max_pages && res->pages + wb->n >= p->max_pages)
 			break;
 		if (p->goal_bytes && res->bytes + wb->staged_bytes >= p->goal_bytes)

@@ -43,6 +43,7 @@ struct writeback_pass {
 					 * left the arena; 0 = every eligible page */
 	uint64_t max_pages;		/* 0 = no limit */
 	const _Atomic bool *stop;	/* checked between pages; may be NULL */
+	const _Atomic bool *yield;	/* the same, for more urgent work waiting */
 };
 
 struct writeback_result {
@@ -50,6 +51,7 @@ struct writeback_result {
 	uint64_t bytes;			/* object bytes that left the arena */
 	uint64_t raced;			/* changed while being written: stayed */
 	uint64_t kept_in_ram;		/* the backing file failed: stayed */
+	bool yielded;			/* ended early for more urgent work */
 	int error;			/* 0, or why the pass stopped early:
 					 * -ENOSPC (file full), -EIO..., -EDQUOT (budget) */
 };
