@@ -103,6 +103,39 @@ START_TEST(test_largest_first)
 }
 END_TEST
 
+/* A pass ends at once when more urgent work waits (the yield flag), says
+ * so, and leaves the pages for the next pass. */
+START_TEST(test_yield)
+{
+	const uint64_t pages = 20;
+	struct store *st = make_store(pages);
+	struct store_worker *w = make_worker(st);
+	unsigned char *ref = malloc(pages * PG);
+	_Atomic bool urgent = true;
+	struct recompress_pass p = { .idle_before = UINT32_MAX, .threshold = 16,
+				     .yield = &urgent };
+	struct recompress_result r;
+	uint64_t i;
+
+	for (i = 0; i < pages; i++) {
+		fill_page(ref + i * PG, 1200, i);
+		ck_assert_int_eq(store_write(st, w, i * PG, ref + i * PG, PG), 0);
+	}
+	ck_assert_int_eq(recompress_run(st, w, &p, &r), 0);
+	ck_assert(r.yielded);
+	ck_assert_uint_eq(r.tried, 0);
+	urgent = false;
+	ck_assert_int_eq(recompress_run(st, w, &p, &r), 0);
+	ck_assert(!r.yielded);
+	ck_assert_uint_eq(r.recompressed, pages);
+	for (i = 0; i < pages; i++)
+		check_page(st, w, i, ref + i * PG);
+	free(ref);
+	free_worker(w);
+	store_destroy(st);
+}
+END_TEST
+
 /* A page that saves less than the threshold is marked and not retried; a
  * rewrite clears the mark.  A raw page zstd cannot shrink is marked too. */
 START_TEST(test_threshold_and_marks)
@@ -301,6 +334,7 @@ int main(void)
 
 	tcase_set_timeout(tc, 120);
 	tcase_add_test(tc, test_largest_first);
+	tcase_add_test(tc, test_yield);
 	tcase_add_test(tc, test_threshold_and_marks);
 	tcase_add_test(tc, test_idle_and_huge);
 	tcase_add_test(tc, test_concurrent_io_during_passes);

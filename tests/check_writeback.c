@@ -898,6 +898,34 @@ END_TEST
 
 /* ---- 3. passes: filters, coldest first, the daily budget ------------------- */
 
+/* A pass ends at once when more urgent work waits, and says so. */
+START_TEST(test_yield)
+{
+	const uint64_t pages = 100;
+	struct env_opts o = { .pages = pages };
+	_Atomic bool urgent = true;
+	struct writeback_pass p = { .idle_before = UINT32_MAX, .yield = &urgent };
+	struct writeback_result r;
+	struct env e;
+	uint64_t i;
+
+	env_open(&e, &o);
+	for (i = 0; i < pages; i++)
+		put(&e, i, K_TEXT, i);
+	ck_assert_int_eq(writeback_run(e.wb, &p, &r), 0);
+	ck_assert(r.yielded);
+	ck_assert_uint_eq(r.pages, 0);
+	ck_assert_uint_eq(count_on_backing(&e), 0);
+	urgent = false;
+	ck_assert_int_eq(writeback_run(e.wb, &p, &r), 0);
+	ck_assert(!r.yielded);
+	ck_assert_uint_gt(r.pages, 0);
+	verify_all(&e);
+	check_accounting(&e);
+	env_close(&e);
+}
+END_TEST
+
 START_TEST(test_filters)
 {
 	const uint64_t pages = 600;
@@ -1726,6 +1754,7 @@ static Suite *writeback_suite(void)
 	tcase_add_test(tc, test_flush_fails_error);
 	tcase_add_test(tc, test_backing_full);
 	tcase_add_test(tc, test_filters);
+	tcase_add_test(tc, test_yield);
 	tcase_add_test(tc, test_coldest_first);
 	tcase_add_test(tc, test_daily_budget);
 	tcase_add_test(tc, test_compact);
