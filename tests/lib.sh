@@ -225,6 +225,14 @@ zs_stat() {
 	printf '%s\n' "$v"
 }
 
+# zs_stats_line MOUNT KEY...: "KEY VALUE" of each KEY, on one line, for logs.
+zs_stats_line() {
+	local mnt=$1 keys
+	shift
+	keys=$(IFS='|'; echo "$*")
+	grep -E "^($keys) " "$mnt/stats" | tr '\n' ' '
+}
+
 # zs_sanitized: true when the daemon is an AddressSanitizer build, whose
 # shadow memory and quarantine make its RSS say nothing of the daemon's own.
 zs_sanitized() {

@@ -55,14 +55,6 @@ control_einval() {
 	esac
 }
 
-# stats_line MOUNT KEY...: "KEY VALUE" of each KEY, on one line.
-stats_line() {
-	local mnt=$1 keys
-	shift
-	keys=$(IFS='|'; echo "$*")
-	grep -E "^($keys) " "$mnt/stats" | tr '\n' ' '
-}
-
 # ---- 1. the control command on a plain file ---------------------------------------------
 
 log "part 1: the writeback control command"
@@ -97,7 +89,7 @@ writeback_now "$mnt" all
 	fail "writeback all: bd_count $(zs_stat "$mnt" bd_count)," \
 		"expected pages_stored - same_pages = $((stored - same))"
 compr1=$(zs_stat "$mnt" compr_data_size)
-log "writeback all: $(stats_line "$mnt" bd_count bd_writes compr_data_size mem_used_total \
+log "writeback all: $(zs_stats_line "$mnt" bd_count bd_writes compr_data_size mem_used_total \
 	backing_bytes_live backing_segments writeback_status)"
 [ "$(zs_stat "$mnt" bd_writes)" -ge $((stored - same)) ] || fail "bd_writes below bd_count"
 [ "$(zs_stat "$mnt" writeback_status)" = ok ] || fail "writeback_status is not ok"
@@ -223,7 +215,7 @@ wait "$sampler_pid" 2>/dev/null || true
 drop_undo kill "$sampler_pid"
 log "memhog took $((SECONDS - t0)) s"
 zs_alive
-log "$(stats_line "$mnt" mem_used_max bd_count bd_reads bd_writes failed_reads failed_writes \
+log "$(zs_stats_line "$mnt" mem_used_max bd_count bd_reads bd_writes failed_reads failed_writes \
 	backing_bytes_used backing_bytes_written backing_holes_punched backing_compaction_moves \
 	writeback_failed writeback_spills writeback_status rss_bytes recompressed recompress_passes)"
 

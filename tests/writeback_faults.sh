@@ -59,14 +59,6 @@ print(count["ok"], count["eio"], count["zero"], count["bad"], ",".join(odd) or "
 EOF
 }
 
-# stats_line MOUNT KEY...: "KEY VALUE" of each KEY, on one line.
-stats_line() {
-	local mnt=$1 keys
-	shift
-	keys=$(IFS='|'; echo "$*")
-	grep -E "^($keys) " "$mnt/stats" | tr '\n' ' '
-}
-
 # writeback_now MOUNT: `writeback all`, and wait until it has run.
 writeback_now() {
 	echo "writeback all" >"$1/control" || fail "'writeback all' was refused"
@@ -121,7 +113,7 @@ done
 zs_alive
 log "chunk $k failed: $(cat "$ZS_TMP/dd.err")"
 log "writeback_status became full after chunk $full_at;" \
-	"$(stats_line "$mnt" mem_used_total bd_count backing_bytes_used backing_write_errors \
+	"$(zs_stats_line "$mnt" mem_used_total bd_count backing_bytes_used backing_write_errors \
 		writeback_failed failed_writes writeback_status)"
 grep -q "No space left on device" "$ZS_TMP/dd.err" || fail "the write failed, but not with ENOSPC"
 # Both full: the filesystem has no room for another segment, the arena none
@@ -234,7 +226,7 @@ dd if="$ZS_TMP/C" of="$mnt/swap" bs=1M seek=24 oflag=direct conv=notrunc status=
 	fail "writing after the failure failed"
 werr0=$(zs_stat "$mnt" backing_write_errors)
 writeback_now "$mnt"
-log "after writeback all: $(stats_line "$mnt" bd_count writeback_status writeback_failed \
+log "after writeback all: $(zs_stats_line "$mnt" bd_count writeback_status writeback_failed \
 	backing_write_errors backing_read_errors failed_reads)"
 [ "$(zs_stat "$mnt" writeback_status)" = error ] || fail "writeback_status is not error"
 [ "$(zs_stat "$mnt" writeback_failed)" -gt 0 ] || fail "writeback_failed is 0"
@@ -257,7 +249,7 @@ for ((k = 0; k < 16; k++)); do
 done
 [ "$k" -lt 16 ] || fail "16 MiB of incompressible pages fitted into a 16 MiB arena"
 log "E: chunk $k failed: $(cat "$ZS_TMP/dd.err");" \
-	"$(stats_line "$mnt" mem_used_total failed_writes writeback_failed writeback_status)"
+	"$(zs_stats_line "$mnt" mem_used_total failed_writes writeback_failed writeback_status)"
 grep -q "No space left on device" "$ZS_TMP/dd.err" || fail "the write failed, but not with ENOSPC"
 [ "$(zs_stat "$mnt" failed_writes)" -gt "$fw0" ] || fail "failed_writes did not count the ENOSPC"
 [ "$(zs_stat "$mnt" writeback_status)" = error ] || fail "writeback_status is no longer error"
