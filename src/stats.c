@@ -48,17 +48,6 @@ struct text {
 	size_t len, cap;
 };
 
-static void put(struct text *t, const char *key, uint64_t value)
-{
-	int n;
-
-	if (t->len >= t->cap)
-		return;
-	n = snprintf(t->buf + t->len, t->cap - t->len, "%s %" PRIu64 "\n", key, value);
-	if (n > 0)
-		t->len += (size_t)n < t->cap - t->len ? (size_t)n : t->cap - t->len - 1;
-}
-
 static void put_text(struct text *t, const char *key, const char *value)
 {
 	int n;
@@ -68,6 +57,14 @@ static void put_text(struct text *t, const char *key, const char *value)
 	n = snprintf(t->buf + t->len, t->cap - t->len, "%s %s\n", key, value);
 	if (n > 0)
 		t->len += (size_t)n < t->cap - t->len ? (size_t)n : t->cap - t->len - 1;
+}
+
+static void put(struct text *t, const char *key, uint64_t value)
+{
+	char num[24];
+
+	snprintf(num, sizeof(num), "%" PRIu64, value);
+	put_text(t, key, num);
 }
 
 /* The backing file and the writeback thread; zeros and `none` without one. */
