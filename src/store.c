@@ -37,6 +37,8 @@ enum slot_flags {
 	 * the copy is still this page's data, whatever handle it now has.
 	 */
 	SLOT_WB_PENDING = 1 << 2,
+	/* The same for a recompression in progress (store_recompress). */
+	SLOT_RECOMP_PENDING = 1 << 3,
 };
 
 struct slot {
@@ -681,19 +683,30 @@ void store_slot_info(struct store *st, uint64_t idx, struct store_slot_info *inf
 	pthread_mutex_unlock(lock);
 }
 
-/* The slot still holds the object we read (compared under the slot lock). */
-static bool slot_unchanged(const struct slot *now, const struct slot *then)
+/*
+ * The slot still holds the data we read: caller holds the slot lock.  Not
+ * a comparison of handles: a rewrite frees the old object and the arena may
+ * give its handle to the new one, which would pass for the old.  Every
+ * replacement of the slot drops SLOT_RECOMP_PENDING; arena migration
+ * keeps it (same data, new handle).
+ */
+static bool slot_unchanged(const struct slot *now)
 {
-	return now->state == SLOT_ARENA && now->loc == then->loc;
+	return now->state == SLOT_ARENA && (now->flags & SLOT_RECOMP_PENDING);
 }
 
-static void mark_norecomp(struct store *st, uint64_t idx, const struct slot *then)
+/* End an attempt that keeps the page as it is; mark it if asked. */
+static void recomp_done(struct store *st, uint64_t idx, bool mark)
 {
 	pthread_mutex_t *lock = slot_lock(st, idx);
+	struct slot *s = &st->slots[idx];
 
 	pthread_mutex_lock(lock);
-	if (slot_unchanged(&st->slots[idx], then))
-		st->slots[idx].flags |= SLOT_NORECOMP;
+	if (slot_unchanged(s)) {
+		if (mark)
+			s->flags |= SLOT_NORECOMP;
+		s->flags &= (uint8_t)~SLOT_RECOMP_PENDING;
+	}
 	pthread_mutex_unlock(lock);
 }
 
@@ -717,6 +730,8 @@ enum store_recomp_result store_recompress(struct store *st, struct store_worker 
 		return STORE_RECOMP_NOT_ELIGIBLE;
 	}
 	err = slot_load_locked(st, w, idx, w->pbuf, NULL);
+	if (!err)
+		st->slots[idx].flags |= SLOT_RECOMP_PENDING;
 	pthread_mutex_unlock(lock);
 	if (err) {
 		count_add(st, &st->counters.failed_reads, 1);
@@ -725,17 +740,19 @@ enum store_recomp_result store_recompress(struct store *st, struct store_worker 
 
 	clen = codec_compress(&w->rctx, w->pbuf, STORE_PAGE_SIZE, w->cbuf, STORE_HUGE_SIZE);
 	if (clen <= 0 || (unsigned int)clen > STORE_HUGE_SIZE) {
-		mark_norecomp(st, idx, &then);
+		recomp_done(st, idx, true);
 		count_add(st, &st->counters.recompress_incompressible, 1);
 		return STORE_RECOMP_INCOMPRESSIBLE;
 	}
 	if ((size_t)clen + threshold > then.size) {
-		mark_norecomp(st, idx, &then);
+		recomp_done(st, idx, true);
 		count_add(st, &st->counters.recompress_skipped, 1);
 		return STORE_RECOMP_SKIPPED;
 	}
-	if (arena_alloc(st->arena, (size_t)clen, (uint32_t)idx, &handle))
+	if (arena_alloc(st->arena, (size_t)clen, (uint32_t)idx, &handle)) {
+		recomp_done(st, idx, false);
 		return STORE_RECOMP_NOMEM;
+	}
 	memcpy(arena_map(st->arena, handle), w->cbuf, (size_t)clen);
 
 	new = then;
@@ -743,10 +760,10 @@ enum store_recomp_result store_recompress(struct store *st, struct store_worker 
 	new.size = (uint16_t)clen;
 	new.codec = st->recomp_codec->id;
 	/* New data: a copy on its way to the backing file is not of it. */
-	new.flags = (uint8_t)(then.flags & ~(SLOT_HUGE | SLOT_WB_PENDING));
+	new.flags = (uint8_t)(then.flags & ~(SLOT_HUGE | SLOT_WB_PENDING | SLOT_RECOMP_PENDING));
 
 	pthread_mutex_lock(lock);
-	if (!slot_unchanged(&st->slots[idx], &then)) {
+	if (!slot_unchanged(&st->slots[idx])) {
 		pthread_mutex_unlock(lock);
 		arena_free(st->arena, handle);
 		return STORE_RECOMP_RACED;
@@ -873,6 +890,8 @@ void store_wb_commit(struct store *st, const struct store_wb_entry *e, size_t n,
 			new = *s;
 			new.state = SLOT_BACKING;
 			new.loc = e[i].to;
+			/* A recompression of the arena object under way loses. */
+			new.flags &= (uint8_t)~SLOT_RECOMP_PENDING;
 			old = slot_swap_locked(st, e[i].idx, &new);
 		}
 		pthread_mutex_unlock(lock);

@@ -302,6 +302,57 @@ static void *conc_recompress(void *arg)
 	return NULL;
 }
 
+/*
+ * One page rewritten over and over with pages of the same compressed size,
+ * while another thread recompresses it over and over.  A rewrite frees the
+ * old object and the arena hands its handle to the new one at once: a
+ * recompression that only compared handles would then put the old data
+ * back.  Every read must see the last write.
+ */
+struct aba {
+	struct store *st;
+	_Atomic bool stop;
+	uint64_t attempts;
+};
+
+static void *aba_recompress(void *arg)
+{
+	struct aba *a = arg;
+	struct store_worker *w = make_worker(a->st);
+
+	while (!atomic_load(&a->stop)) {
+		store_recompress(a->st, w, 0, UINT32_MAX, 16, false);
+		a->attempts++;
+	}
+	free_worker(w);
+	return NULL;
+}
+
+START_TEST(test_rewrite_during_recompress)
+{
+	struct aba a = { .st = make_store(4) };
+	struct store_worker *w = make_worker(a.st);
+	unsigned char page[PG], got[PG];
+	pthread_t tid;
+	uint64_t i, wrong = 0;
+
+	pthread_create(&tid, NULL, aba_recompress, &a);
+	for (i = 0; i < 200000; i++) {
+		fill_page(page, 1200, i);
+		ck_assert_int_eq(store_write(a.st, w, 0, page, PG), 0);
+		ck_assert_int_eq(store_read(a.st, w, 0, got, PG), PG);
+		wrong += memcmp(got, page, PG) != 0;
+	}
+	atomic_store(&a.stop, true);
+	pthread_join(tid, NULL);
+	ck_assert_msg(wrong == 0, "%llu of %llu reads returned older data (%llu attempts)",
+		      (unsigned long long)wrong, (unsigned long long)i,
+		      (unsigned long long)a.attempts);
+	free_worker(w);
+	store_destroy(a.st);
+}
+END_TEST
+
 START_TEST(test_concurrent_io_during_passes)
 {
 	struct store *st = make_store(CONC_THREADS * CONC_PAGES);
@@ -338,6 +389,7 @@ int main(void)
 	tcase_add_test(tc, test_threshold_and_marks);
 	tcase_add_test(tc, test_idle_and_huge);
 	tcase_add_test(tc, test_concurrent_io_during_passes);
+	tcase_add_test(tc, test_rewrite_during_recompress);
 	suite_add_tcase(s, tc);
 	return run_suite(s);
 }
