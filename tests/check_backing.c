@@ -40,25 +40,37 @@
 			ck_abort_msg("Assertion '%s' failed", #expr);		\
 	} while (0)
 
-static char tmpdir[256];
-static char path[300];
+static char topdir[256];		/* made and removed by the runner process */
+static char tmpdir[300];		/* one per test, inside it */
+static char path[320];
 static char err[256];
 
-static void setup(void)
+/* In the runner: a failing test ends its own process before any clean-up
+ * of its own, so the runner removes everything once all tests have run. */
+static void make_topdir(void)
 {
-	strcpy(tmpdir, "/var/tmp/check_backing.XXXXXX");
-	ck_assert_ptr_nonnull(mkdtemp(tmpdir));
-	snprintf(path, sizeof(path), "%s/backing", tmpdir);
-	err[0] = 0;
+	strcpy(topdir, "/var/tmp/check_backing.XXXXXX");
+	if (!mkdtemp(topdir)) {
+		perror("mkdtemp");
+		exit(1);
+	}
 }
 
-static void teardown(void)
+static void remove_topdir(void)
 {
 	char cmd[300];
 
-	snprintf(cmd, sizeof(cmd), "rm -rf '%s'", tmpdir);
+	snprintf(cmd, sizeof(cmd), "rm -rf '%s'", topdir);
 	if (system(cmd) != 0)
-		fprintf(stderr, "cannot remove %s\n", tmpdir);
+		fprintf(stderr, "cannot remove %s\n", topdir);
+}
+
+static void setup(void)
+{
+	snprintf(tmpdir, sizeof(tmpdir), "%s/t.XXXXXX", topdir);
+	ck_assert_ptr_nonnull(mkdtemp(tmpdir));
+	snprintf(path, sizeof(path), "%s/backing", tmpdir);
+	err[0] = 0;
 }
 
 static void *scratch_alloc(void)
@@ -812,7 +824,8 @@ static Suite *backing_suite(void)
 	suite_add_tcase(s, tc);
 
 	tc = tcase_create("backing");
-	tcase_add_checked_fixture(tc, setup, teardown);
+	tcase_add_unchecked_fixture(tc, make_topdir, remove_topdir);
+	tcase_add_checked_fixture(tc, setup, NULL);
 	tcase_set_timeout(tc, 60);
 	tcase_add_test(tc, test_open_creates_0600);
 	tcase_add_test(tc, test_open_refuses);
