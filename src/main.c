@@ -18,13 +18,13 @@
 
 #include <fuse_lowlevel.h>
 
+#include "backing.h"
 #include "codec.h"
 #include "config.h"
 #include "fs.h"
 #include "harden.h"
-#include "backing.h"
-#include "policy.h"
 #include "log.h"
+#include "policy.h"
 #include "store.h"
 
 struct cmdline {
@@ -128,7 +128,8 @@ static int parse_cmdline(struct cmdline *cl, int argc, char **argv)
 			fuse_opt_add_arg(&cl->fuse_args, "-odebug");
 			break;
 		case 's':
-					break;
+			/* fusermount's single-thread flag: ours is the threads setting */
+			break;
 		case 'c':
 			cl->config_file = optarg;
 			break;
