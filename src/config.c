@@ -54,6 +54,9 @@ static const struct setting settings[] = {
 	 * swapbench.sh -d zswapfs-bp0,zswapfs-bp20,zswapfs-bp100). */
 	{ "busy_poll_us", SETTING_INT, 0, 100000, false, "0", OFF(busy_poll_us),
 	  "after a request, look for the next one this many microseconds before sleeping" },
+	{ "fuse_uring", SETTING_BOOL, 0, 1, false, "true", OFF(fuse_uring),
+	  "take requests through FUSE over io_uring where the kernel allows it "
+	  "(fuse module parameter enable_uring=Y)" },
 
 	{ "recompress.enabled", SETTING_BOOL, 0, 1, false, "true", OFF(recompress_enabled),
 	  "recompress idle pages in the background" },

@@ -22,6 +22,7 @@ struct zs_config {
 	uint64_t mem_limit;		/* bytes; 0 = no limit */
 	int64_t threads;		/* request threads */
 	int64_t busy_poll_us;		/* spin this long for the next request */
+	bool fuse_uring;		/* FUSE over io_uring when the kernel allows */
 
 	/* Idle recompression (recompress.*) */
 	bool recompress_enabled;

@@ -18,6 +18,7 @@
 #include "log.h"
 #include "policy.h"
 #include "store.h"
+#include "uring.h"
 
 /* The largest request we accept: fewer, larger requests mean fewer round
  * trips through the loop worker and /dev/fuse (DESIGN.md, "Speed"). */
@@ -260,6 +261,8 @@ static void fs_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 {
 	struct fs_thread *t = current_thread;
 	struct fs *fs = t->fs;
+	struct uring_req *ring;
+	unsigned char *dst;
 	uint64_t start;
 	ssize_t n;
 
@@ -279,14 +282,17 @@ static void fs_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 	}
 	if (size > FS_MAX_IO)
 		size = FS_MAX_IO;
+	/* From a ring, pages go straight into the reply's payload buffer. */
+	ring = uring_current();
+	dst = ring ? ring->payload : t->rbuf;
 	start = now_ns();
-	n = store_read(fs->store, &t->worker, (uint64_t)off, t->rbuf, size);
+	n = store_read(fs->store, &t->worker, (uint64_t)off, dst, size);
 	stats_io_account(&fs->io, STATS_REQ_READ, n > 0 ? (uint64_t)n : 0, now_ns() - start,
 			 n < 0);
 	if (n < 0)
 		fuse_reply_err(req, (int)-n);
 	else
-		fuse_reply_buf(req, (const char *)t->rbuf, (size_t)n);
+		fuse_reply_buf(req, (const char *)dst, (size_t)n);
 }
 
 static void fs_write(fuse_req_t req, fuse_ino_t ino, const char *buf, size_t size, off_t off,
@@ -507,6 +513,7 @@ static void *loop_thread(void *arg)
 			break;
 		}
 		fuse_session_process_buf(t->se, &buf);
+		uring_session_poll();	/* the rings start right after FUSE_INIT */
 	}
 	/* Wake the other threads: their poll sees stop_fd readable. */
 	fuse_session_exit(t->se);
@@ -538,19 +545,60 @@ static void thread_fini(struct fs_thread *t)
 	free(t->rbuf);
 }
 
-static int thread_init(struct fs_thread *t, struct fs *fs, struct fuse_session *se)
+/* Ring threads read into the ring's payload buffers: no rbuf. */
+static int thread_init(struct fs_thread *t, struct fs *fs, struct fuse_session *se,
+		       bool with_rbuf)
 {
 	int err;
 
 	t->fs = fs;
 	t->se = se;
-	t->rbuf = malloc(FS_MAX_IO);
-	if (!t->rbuf)
+	t->rbuf = with_rbuf ? malloc(FS_MAX_IO) : NULL;
+	if (with_rbuf && !t->rbuf)
 		return -ENOMEM;
 	err = store_worker_init(&t->worker, fs->store);
 	if (err)
 		free(t->rbuf);
 	return err;
+}
+
+/* ---- FUSE over io_uring ------------------------------------------------ */
+
+/* Each queue thread (uring.h) gets the state a request thread has. */
+static int ring_thread_start(void *arg, unsigned int qid)
+{
+	struct fs_thread *t = calloc(1, sizeof(*t));
+	int err;
+
+	(void)qid;
+	if (!t)
+		return -ENOMEM;
+	err = thread_init(t, arg, NULL, false);
+	if (err) {
+		free(t);
+		return err;
+	}
+	current_thread = t;
+	return 0;
+}
+
+static void ring_thread_stop(void *arg, unsigned int qid)
+{
+	(void)arg;
+	(void)qid;
+	thread_fini(current_thread);
+	free(current_thread);
+	current_thread = NULL;
+}
+
+bool fs_want_uring(struct fs *fs, struct fuse_session *se)
+{
+	struct uring_session_hooks hooks = {
+		.thread_start = ring_thread_start, .thread_stop = ring_thread_stop, .arg = fs,
+	};
+
+	fs->uring_wanted = uring_session_want(se, &hooks);
+	return fs->uring_wanted;
 }
 
 int fs_loop(struct fs *fs, struct fuse_session *se)
@@ -567,7 +615,7 @@ int fs_loop(struct fs *fs, struct fuse_session *se)
 	if (!threads)
 		return -ENOMEM;
 	for (i = 0; i < fs->threads; i++) {
-		err = thread_init(&threads[i], fs, se);
+		err = thread_init(&threads[i], fs, se, true);
 		if (err)
 			goto out_fini;
 	}
@@ -587,6 +635,7 @@ int fs_loop(struct fs *fs, struct fuse_session *se)
 		fuse_session_exit(se);
 	for (i = 1; i < started; i++)
 		pthread_join(threads[i].tid, NULL);
+	uring_session_stop();
 	for (i = 0; i < fs->threads; i++)
 		if (!err)
 			err = threads[i].err;

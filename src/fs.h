@@ -10,12 +10,16 @@
  * Requests are served by our own loop on a non-blocking /dev/fuse fd
  * (receive until EAGAIN, then poll): on this class of VM it answers several
  * times faster than libfuse's multi-threaded loop (DESIGN.md, "Speed").
+ * Where the kernel allows it, requests then move to FUSE over io_uring
+ * (uring.h), one thread per CPU; /dev/fuse stays for the rest.
  */
 #ifndef ZSWAPFS_FS_H
 #define ZSWAPFS_FS_H
 
 #include <fuse_lowlevel.h>
 #include <stdatomic.h>
+#include <stdbool.h>
+#include <stdint.h>
 
 #include "stats.h"
 
@@ -32,11 +36,17 @@ struct fs {
 	_Atomic int swap_opens;		/* open handles on `swap` */
 	int stop_fd;			/* eventfd: readable once a stop is requested */
 	_Atomic int stop_requested;	/* a signal asked us to stop */
+
+	bool uring_wanted;		/* FUSE over io_uring asked for (uring.h) */
 };
 
 extern const struct fuse_lowlevel_ops fs_ops;
 
 int fs_init(struct fs *fs, struct store *st, unsigned int threads, unsigned int busy_poll_us);
+
+/* Use FUSE over io_uring if the kernel lets us (uring.h).  Call once the
+ * session is mounted.  Returns whether it will be tried. */
+bool fs_want_uring(struct fs *fs, struct fuse_session *se);
 void fs_fini(struct fs *fs);
 
 /* Install SIGTERM/SIGINT/SIGHUP handlers that ask the loop to stop.  While

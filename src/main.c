@@ -273,6 +273,8 @@ int main(int argc, char **argv)
 		goto out_session;
 	if (fuse_session_mount(se, cl.mountpoint))
 		goto out_session;
+	if (cfg.fuse_uring)
+		fs_want_uring(&fs, se);
 	if (fuse_daemonize(cl.foreground))
 		goto out_unmount;
 	if (!cl.foreground)
@@ -281,9 +283,10 @@ int main(int argc, char **argv)
 	/* Before any thread exists: threads inherit the flag. */
 	harden_io_flusher();
 	harden_memory();
-	log_info("serving %s: %llu MiB, %s, mem_limit %llu MiB, %u thread(s)", cl.mountpoint,
+	log_info("serving %s: %llu MiB, %s, mem_limit %llu MiB, %u thread(s)%s", cl.mountpoint,
 		 (unsigned long long)(cfg.size >> 20), cfg.algorithm,
-		 (unsigned long long)(cfg.mem_limit >> 20), fs.threads);
+		 (unsigned long long)(cfg.mem_limit >> 20), fs.threads,
+		 fs.uring_wanted ? ", FUSE over io_uring" : "");
 
 	/* After fork and mlockall: threads do not survive fuse_daemonize's
 	 * fork, and their stacks must be locked. */

@@ -10,6 +10,7 @@
 #include "policy.h"
 #include "stats.h"
 #include "store.h"
+#include "uring.h"
 
 void stats_io_account(struct stats_io *io, enum stats_req kind, uint64_t bytes, uint64_t ns,
 		      int err)
@@ -167,6 +168,9 @@ char *stats_snapshot(struct store *st, struct policy *pol, const struct stats_io
 		snprintf(key, sizeof(key), "%s_latency_max_ns", req_names[i]);
 		put(&t, key, atomic_load_explicit(&io->ns_max[i], memory_order_relaxed));
 	}
+	/* The kernel uses the rings only once every CPU's queue has an entry. */
+	put_text(&t, "fuse_transport", uring_session_requests() ? "io_uring" : "dev_fuse");
+	put(&t, "uring_reqs", uring_session_requests());
 	/* Fragmentation: places allocated in spans but holding no object. */
 	put(&t, "frag_bytes", arena_unused_bytes(cls));
 	for (i = 0; i < ARENA_NR_CLASSES; i++) {

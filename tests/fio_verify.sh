@@ -84,6 +84,7 @@ run_fio() {
 		echo compact >"$ZS_MNT/control" || fail "$label: 'compact' refused"
 	done
 	zs_alive
+	zs_check_transport "$ZS_MNT"
 	for key in failed_reads failed_writes; do
 		v=$(zs_stat "$ZS_MNT" "$key")
 		[ "$v" -eq 0 ] || fail "$label: $key is $v"

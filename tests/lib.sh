@@ -129,6 +129,35 @@ _zs_teardown() {
 	return 0
 }
 
+# ---- FUSE over io_uring ---------------------------------------------------------
+
+# The kernel lets a daemon use io_uring only while the fuse module's
+# enable_uring parameter is Y (read at each mount's FUSE_INIT).  With
+# ZS_FUSE_URING=1 in the environment, zs_start sets it to Y (and the clean-up
+# puts back what it was), so a test written for /dev/fuse runs over the rings;
+# zs_check_transport then checks that they were used.
+_zs_uring_param=/sys/module/fuse/parameters/enable_uring
+
+zs_uring_enable() {
+	[ -e "$_zs_uring_param" ] ||
+		skip "this kernel has no FUSE over io_uring ($_zs_uring_param is missing)"
+	if [ -z "${_zs_uring_saved-}" ]; then
+		_zs_uring_saved=$(cat "$_zs_uring_param")
+		push_undo _zs_uring_restore
+	fi
+	echo Y >"$_zs_uring_param"
+}
+_zs_uring_restore() { echo "$_zs_uring_saved" >"$_zs_uring_param"; }
+
+# zs_check_transport MOUNT: with ZS_FUSE_URING=1, fail unless MOUNT's daemon
+# has served requests through io_uring.
+zs_check_transport() {
+	[ "${ZS_FUSE_URING:-0}" = 1 ] || return 0
+	[ "$(zs_stat "$1" fuse_transport)" = io_uring ] ||
+		fail "ZS_FUSE_URING=1 but the daemon on $1 serves through $(zs_stat "$1" fuse_transport)"
+	log "served through io_uring: $(zs_stat "$1" uring_reqs) ring requests"
+}
+
 # zs_start [ARG...]: start the daemon (-f) in the background of this script on
 # a fresh mount point, with ARG... after the mount point; $ZS_SOURCE, when set,
 # goes before it as fstab would pass it.  Sets ZS_MNT, ZS_PID, ZS_LOG.  Does
@@ -139,6 +168,7 @@ zs_start() {
 	[ -n "${ZS_TMP-}" ] || make_tmpdir
 	ZS_MNT=$(mktemp -d "${TMPDIR:-/tmp}/zswapfs-mnt.XXXXXX")
 	ZS_LOG=$ZS_TMP/daemon.$RANDOM.log
+	[ "${ZS_FUSE_URING:-0}" != 1 ] || zs_uring_enable
 	# setsid: a ^C on the terminal must not kill the daemon while a swap device
 	# still sits on it; the clean-up then takes things down in order.
 	setsid "$ZSWAPFS" "${src[@]}" "$ZS_MNT" -f "$@" >"$ZS_LOG" 2>&1 </dev/null &

@@ -75,6 +75,7 @@ if [ "$backend" = zram ]; then
 fi
 
 zs_alive
+zs_check_transport "$ZS_MNT"
 grep -E '^(orig_data_size|compr_data_size|mem_used_total|mem_used_max|same_pages|huge_pages|failed_reads|failed_writes|notify_free|pages_stored|rss_bytes) ' \
 	"$ZS_MNT/stats" | tr '\n' ' ' >&2
 echo >&2

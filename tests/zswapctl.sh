@@ -101,8 +101,9 @@ assert list(d) == fresh, "keys differ from the stats file"
 assert d["algorithm"] == "lz4", d["algorithm"]
 assert d["writeback_status"] == "none", d["writeback_status"]
 assert d["writeback_budget_left"] == "unlimited", d["writeback_budget_left"]
+assert d["fuse_transport"] in ("dev_fuse", "io_uring"), d["fuse_transport"]
 for k, v in txt:
-    if k in ("algorithm", "writeback_status", "writeback_budget_left"):  # words
+    if k in ("algorithm", "writeback_status", "writeback_budget_left", "fuse_transport"):
         assert isinstance(d[k], str) and d[k] == v, k
         continue
     if k == "rss_bytes":  # the daemon's own memory moves between two reads

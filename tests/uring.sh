@@ -1,0 +1,120 @@
+#!/bin/bash
+# SPDX-License-Identifier: GPL-2.0-or-later
+# shellcheck source-path=SCRIPTDIR
+#
+# FUSE over io_uring, with the fuse module's enable_uring set to Y for this
+# test (and put back afterwards):
+#  - fuse_uring=false keeps the daemon on /dev/fuse;
+#  - by default the daemon registers one queue per CPU, one thread each, and
+#    serves reads, writes, partial pages, discards and the stats and control
+#    files through the rings; every byte reads back;
+#  - SIGTERM and umount end it cleanly; a stop while a loop device holds the
+#    file is deferred and loses nothing;
+#  - then fio_verify.sh and swap_cgroup.sh, the full checks of data through
+#    a loop device and through real swap, run again over the rings.
+set -eu
+. "$(dirname "$0")/lib.sh"
+require_fuse
+require_root
+make_tmpdir
+export ZS_FUSE_URING=1
+zs_uring_enable
+
+# wait_exit PID SECONDS: wait for the daemon PID to end; rc = its status.
+wait_exit() {
+	local pid=$1 i
+	for ((i = 0; i < $2 * 10; i++)); do
+		kill -0 "$pid" 2>/dev/null || break
+		sleep 0.1
+	done
+	kill -0 "$pid" 2>/dev/null && return 1
+	rc=0
+	wait "$pid" || rc=$?
+}
+
+ended() {
+	drop_undo _zs_teardown "$ZS_MNT" "$ZS_PID" || true
+	_zs_is_mounted "$ZS_MNT" && fail "$ZS_MNT still mounted after the daemon ended"
+	rmdir -- "$ZS_MNT"
+}
+
+# the daemon's queue threads (named zswapfs-ringN)
+nr_ring_threads() { cat "/proc/$ZS_PID/task/"*/comm | grep -c '^zswapfs-ring' || true; }
+
+gen_data "$ZS_TMP/text" 2048 text 11
+gen_data "$ZS_TMP/random" 512 random 12
+cat "$ZS_TMP/text" "$ZS_TMP/random" >"$ZS_TMP/data"	# 10 MiB
+
+# -- fuse_uring=false: the setting is obeyed even where the kernel allows it
+zs_mount size=64M,fuse_uring=false
+dd if="$ZS_TMP/data" of="$ZS_MNT/swap" bs=64k oflag=direct conv=notrunc status=none
+cmp "$ZS_TMP/data" <(dd if="$ZS_MNT/swap" bs=64k count=160 iflag=direct status=none) ||
+	fail "fuse_uring=false: data read back differs"
+[ "$(zs_stat "$ZS_MNT" fuse_transport)" = dev_fuse ] || fail "fuse_uring=false but rings used"
+[ "$(zs_stat "$ZS_MNT" uring_reqs)" = 0 ] || fail "fuse_uring=false but uring_reqs > 0"
+zs_umount
+log "fuse_uring=false: /dev/fuse only"
+
+# -- the rings: every kind of request, every byte
+zs_mount size=64M
+dd if="$ZS_TMP/data" of="$ZS_MNT/swap" bs=1M oflag=direct conv=notrunc status=none
+# partial pages at odd 512-byte offsets, and many pages in one request
+dd if="$ZS_TMP/random" of="$ZS_MNT/swap" bs=512 seek=$((40 << 11 | 3)) count=9 \
+	oflag=direct conv=notrunc status=none
+cp "$ZS_TMP/data" "$ZS_TMP/expect"
+truncate -s 64M "$ZS_TMP/expect"
+dd if="$ZS_TMP/random" of="$ZS_TMP/expect" bs=512 seek=$((40 << 11 | 3)) count=9 \
+	conv=notrunc status=none
+# a discard of 1 MiB inside the data reads back as zeros
+fallocate --punch-hole --keep-size --offset $((2 << 20)) --length $((1 << 20)) "$ZS_MNT/swap"
+fallocate --punch-hole --keep-size --offset $((2 << 20)) --length $((1 << 20)) "$ZS_TMP/expect"
+for bs in 4k 128k 1M; do
+	cmp "$ZS_TMP/expect" <(dd if="$ZS_MNT/swap" bs=$bs iflag=direct status=none) ||
+		fail "data read back with bs=$bs over the rings differs"
+done
+echo compact >"$ZS_MNT/control" || fail "control write over the rings refused"
+if echo "no-such-command" >"$ZS_MNT/control" 2>/dev/null; then
+	fail "a bad control command was accepted over the rings"
+fi
+[ "$(zs_stat "$ZS_MNT" fuse_transport)" = io_uring ] ||
+	fail "the daemon did not move to io_uring: $(zs_stats_line "$ZS_MNT" fuse_transport uring_reqs)"
+reqs=$(zs_stat "$ZS_MNT" uring_reqs)
+[ "$reqs" -ge 500 ] || fail "only $reqs requests came through the rings"
+cpus=$(getconf _NPROCESSORS_CONF)
+threads=$(nr_ring_threads)
+[ "$threads" = "$cpus" ] || fail "$threads queue threads for $cpus CPUs"
+for key in failed_reads failed_writes; do
+	[ "$(zs_stat "$ZS_MNT" "$key")" = 0 ] || fail "$key is not 0"
+done
+zs_umount
+log "rings: $reqs requests, $threads queue threads for $cpus CPUs, data intact, exit 0 on unmount"
+
+# -- ends: SIGTERM, and a stop deferred while a loop device holds the file
+zs_mount size=64M
+dd if="$ZS_TMP/data" of="$ZS_MNT/swap" bs=1M oflag=direct conv=notrunc status=none
+kill -TERM "$ZS_PID"
+wait_exit "$ZS_PID" 10 || fail "SIGTERM did not end the daemon in 10 s"
+[ "$rc" = 0 ] || fail "daemon exited $rc on SIGTERM"
+ended
+
+zs_mount size=64M
+loop=$(losetup --find --show --direct-io=on "$ZS_MNT/swap")
+push_undo losetup -d "$loop"
+dd if="$ZS_TMP/data" of="$loop" bs=1M oflag=direct status=none
+kill -TERM "$ZS_PID"
+sleep 1
+zs_alive
+cmp "$ZS_TMP/data" <(dd if="$loop" bs=1M count=10 iflag=direct status=none) ||
+	fail "data changed while the stop was deferred"
+zs_check_transport "$ZS_MNT"
+losetup -d "$loop"
+drop_undo losetup -d "$loop"
+wait_exit "$ZS_PID" 10 || fail "the deferred stop did not complete once the loop was detached"
+[ "$rc" = 0 ] || fail "daemon exited $rc after the deferred stop"
+ended
+log "SIGTERM: exit 0; deferred stop with a loop device: data intact, exit 0"
+
+# -- the full data checks, over the rings
+"$_zs_here/fio_verify.sh" || fail "fio_verify.sh over io_uring failed"
+"$_zs_here/swap_cgroup.sh" || fail "swap_cgroup.sh over io_uring failed"
+exit 0
