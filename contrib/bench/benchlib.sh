@@ -48,6 +48,16 @@ start_fuse() {
 	return 1
 }
 
+# FUSE over io_uring is a fuse module parameter: read at each mount's
+# FUSE_INIT.  uring_set Y|N sets it for the next mount; teardown puts back
+# what it was.
+URING_PARAM=/sys/module/fuse/parameters/enable_uring
+uring_set() {
+	[ -w "$URING_PARAM" ] || { [ "$1" = N ] && return 0; log "no $URING_PARAM"; return 1; }
+	[ -n "${URING_ORIG:-}" ] || URING_ORIG=$(cat "$URING_PARAM")
+	echo "$1" > "$URING_PARAM"
+}
+
 # undo what the state variables record; returns 1 if any step failed
 teardown() {
 	local rc=0
@@ -91,6 +101,10 @@ teardown() {
 	if [ -n "$ZRAM_USED" ]; then
 		echo 1 > $ZRAM/reset || rc=1
 		ZRAM_USED=
+	fi
+	if [ -n "${URING_ORIG:-}" ]; then
+		echo "$URING_ORIG" > "$URING_PARAM" || rc=1
+		URING_ORIG=
 	fi
 	if [ -n "$CG" ]; then
 		for _ in 1 2 3 4 5 6 7 8 9 10; do

@@ -11,10 +11,14 @@
  *
  *	noop_fuse MOUNTPOINT [-f] -o size=BYTES[,loopmode=poll|st|mt][,busy_poll_us=N]
  *
- * loopmode=poll (default): one thread, non-blocking /dev/fuse, poll() when it is empty.
+ * loopmode=poll (default): one thread, non-blocking /dev/fuse, poll() when it is empty;
+ * and, where the kernel allows it, FUSE over io_uring as zswapfs uses it (its transport,
+ * src/uring.c, is linked in: it holds no zswapfs code beyond the transport).
  * loopmode=st / mt: libfuse's own single- and multi-threaded loops, for comparison.
  */
+#ifndef FUSE_USE_VERSION
 #define FUSE_USE_VERSION 312
+#endif
 #define _GNU_SOURCE
 
 #include <errno.h>
@@ -31,6 +35,8 @@
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
+
+#include "uring.h"
 
 #define NOOP_INO_SWAP	2
 #define NOOP_NAME	"swap"
@@ -337,7 +343,9 @@ static int noop_loop_poll(struct fuse_session *se, unsigned int busy_poll_us)
 			break;
 		}
 		fuse_session_process_buf(se, &fbuf);
+		uring_session_poll();	/* the rings start right after FUSE_INIT */
 	}
+	uring_session_stop();
 	free(fbuf.mem);
 	fuse_session_reset(se);
 	return ret;
@@ -430,6 +438,7 @@ int main(int argc, char *argv[])
 
 	switch (n.loop) {
 	case NOOP_LOOP_POLL:
+		uring_session_want(se, NULL);
 		ret = noop_loop_poll(se, o.busy_poll_us) ? 1 : 0;
 		break;
 	case NOOP_LOOP_ST:

@@ -15,6 +15,8 @@
 #   X-4k           --direct-io=on plus --sector-size 4096
 #   noop-mt        noop_fuse with libfuse's multi-threaded loop (loopmode=mt)
 #   zswapfs-t2     zswapfs with two request threads (-o threads=2)
+#   X-ur           FUSE over io_uring: the fuse module's enable_uring set to Y for the
+#                  mount (put back afterwards); the plain devices run with it N
 #   zswapfs-bpN    zswapfs busy-polling N microseconds (-o busy_poll_us=N; bp0: none)
 #   zswapfs-norc   zswapfs without the idle recompression worker (recompress.enabled=false)
 #   zswapfs-rc     the worker busy during the run: recompress.enabled=true,
@@ -122,7 +124,7 @@ setup_dev() {
 	"") ;;
 	buf) lo=() ;;
 	4k) lo=(--direct-io=on --sector-size 4096) ;;
-	mt | t2 | bp[0-9]*) ;;
+	mt | t2 | bp[0-9]* | ur) ;;
 	norc | rc) [ "$base" = zswapfs ] || { log "$dev: only zswapfs recompresses"; return 1; } ;;
 	m) [ "$base" = zram ] || { log "$dev: -m is zram's; zswapfs-wb is its match"; return 1; } ;;
 	wb | wbp | wbt2) [ "$base" = zswapfs ] || { log "$dev: only zswapfs writes back"; return 1; } ;;
@@ -160,6 +162,7 @@ setup_dev() {
 		[ "$var" = wbp ] && opts="$opts,writeback.promote=true"
 		[ "$var" = wbt2 ] && opts="$opts,threads=2"
 
+		if [ "$var" = ur ]; then uring_set Y || return 1; else uring_set N; fi
 		start_fuse_dev "$ZSWAPFS" "$opts" || return 1
 		;;
 	disk)
@@ -178,6 +181,7 @@ setup_dev() {
 		local nopts=
 		[ "$var" = mt ] && nopts=loopmode=mt
 		case $var in bp[0-9]*) nopts="busy_poll_us=${var#bp}" ;; esac
+		if [ "$var" = ur ]; then uring_set Y || return 1; else uring_set N; fi
 		start_fuse_dev "$NOOP" "$nopts" || return 1
 		;;
 	*)
@@ -200,7 +204,7 @@ dev_stats() {
 		$1 == "recompressed" || $1 == "recompress_passes" { r = r " " $1 "=" $2 }
 		# writeback: pages out and in, bytes to the file per byte swapped out
 		$1 == "bd_writes" || $1 == "bd_reads" || $1 == "failed_writes" ||
-		$1 == "writeback_spills" { r = r " " $1 "=" $2 }
+		$1 == "writeback_spills" || $1 == "uring_reqs" { r = r " " $1 "=" $2 }
 		$1 == "write_bytes" { swapped = $2 }
 		$1 == "backing_bytes_written" { backing = $2 }
 		END { if (backing) printf " backing_mib_written=%.1f backing_per_swapped=%.3f",
@@ -265,7 +269,7 @@ median() { tr ' ' '\n' | grep . | sort -g | awk '{ a[NR] = $1 } END {
 	else printf "%.3f\n", (a[NR / 2] + a[NR / 2 + 1]) / 2 }'; }
 
 IFS=, read -r -a devs <<< "$DEVICES"
-declare -A times fails
+declare -A times fails round_t
 for d in "${devs[@]}"; do times[$d]=""; fails[$d]=0; done
 
 echo "# swapbench: corpus=$CORPUS ws=${WS_MIB}MiB limit=${LIMIT_MIB}MiB swap=$SWAPSIZE" \
@@ -279,6 +283,7 @@ for r in $(seq "$ROUNDS"); do
 			res=$(cat "$TMP/res")
 			t=${res%% *}
 			times[$d]="${times[$d]} $t"
+			round_t[$d:$r]=$t
 			printf 'round %d %-12s %8.3f s  %s\n' "$r" "$d" "$t" "${res#* }"
 		else
 			teardown
@@ -298,13 +303,25 @@ for d in "${devs[@]}"; do
 done
 ratio() { awk -v a="$1" -v b="$2" 'BEGIN { if (a + 0 > 0 && b + 0 > 0) printf "%.3f", a / b;
 	else printf "nan" }'; }
+# the ratio round by round (the two ran next to each other, so a drift of the
+# machine's speed cancels out): "median (min..max)"
+pair_ratios() {
+	local a=$1 b=$2 r list=''
+	for r in $(seq "$ROUNDS"); do
+		[ -n "${round_t[$a:$r]+x}" ] && [ -n "${round_t[$b:$r]+x}" ] || continue
+		list="$list $(ratio "${round_t[$a:$r]}" "${round_t[$b:$r]}")"
+	done
+	[ -n "$list" ] || { echo nan; return; }
+	echo "$(echo "$list" | median) ($(echo "$list" | tr ' ' '\n' | grep . | sort -g |
+		sed -n '1p;$p' | paste -sd' ' | sed 's/ /../'))"
+}
 json_ratios=
 for d in "${devs[@]}"; do
-	for base in noop zram; do
+	for base in noop zram ${d%%-*}; do
 		[ -n "${med[$base]+x}" ] || continue
-		case $base:$d in zram:zram | noop:zram | noop:noop*) continue ;; esac
+		case $base:$d in zram:zram | noop:zram | noop:noop* | "$d:$d") continue ;; esac
 		rt=$(ratio "${med[$d]}" "${med[$base]}")
-		echo "ratio $d/$base $rt"
+		echo "ratio $d/$base $rt  per round: $(pair_ratios "$d" "$base")"
 		json_ratios="$json_ratios${json_ratios:+,}\"$d/$base\":$rt"
 	done
 done
