@@ -382,7 +382,13 @@ static void fs_statfs(fuse_req_t req, fuse_ino_t ino)
 
 static void fs_init_conn(void *userdata, struct fuse_conn_info *conn)
 {
+	struct fs *fs = userdata;
+
 	conn->max_write = FS_MAX_IO;
+	/* Each ring entry must hold the largest request: on many CPUs the
+	 * rings' locked buffers would grow past their budget otherwise. */
+	if (fs->uring_wanted && uring_max_request() < conn->max_write)
+		conn->max_write = (unsigned int)uring_max_request();
 	conn->max_readahead = 0;
 	/* Splice would move pages through a pipe for every request: for
 	 * data we compress anyway a copy is cheaper. */

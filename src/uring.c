@@ -334,6 +334,18 @@ int uring_queue_serve(struct uring_queue *q, int stop_fd,
 
 /* Buffers per queue: one entry being answered while the next is filled. */
 #define SESSION_DEPTH	2
+/* All queues' payload buffers together, locked like the rest of us. */
+#define SESSION_BUFFER_BUDGET	(16u << 20)
+
+size_t uring_max_request(void)
+{
+	size_t share = SESSION_BUFFER_BUDGET / ((size_t)uring_nr_queues() * SESSION_DEPTH);
+	size_t size = 1u << 20;
+
+	while (size > share && size > 128u * 1024u)	/* 8 CPUs: 1 MiB; 64: 128 KiB */
+		size >>= 1;
+	return size;
+}
 
 struct session_thread {
 	unsigned int qid;

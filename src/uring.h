@@ -119,6 +119,12 @@ struct uring_session_hooks {
 	void *arg;
 };
 
+/* The largest request the rings' buffers should be made for: 1 MiB, less
+ * on machines with many CPUs, so that all queues together lock at most
+ * 16 MiB.  The file system sets max_write to it (the kernel sizes ring
+ * entries by max_write). */
+size_t uring_max_request(void);
+
 /* Ask for the rings on mounted session `se`, if the kernel allows them.
  * `hooks` may be NULL.  Returns whether they will be tried. */
 bool uring_session_want(struct fuse_session *se, const struct uring_session_hooks *hooks);

@@ -133,8 +133,16 @@ END_TEST
 
 START_TEST(test_nr_queues)
 {
+	size_t max = uring_max_request();
+
 	ck_assert_uint_ge(uring_nr_queues(), 1);
 	ck_assert_uint_eq(uring_nr_queues(), (unsigned int)get_nprocs_conf());
+	/* a power of two from 128 KiB to 1 MiB, within the budget where it can be */
+	ck_assert_uint_ge(max, 128 * 1024);
+	ck_assert_uint_le(max, 1024 * 1024);
+	ck_assert_uint_eq(max & (max - 1), 0);
+	if (max > 128 * 1024)
+		ck_assert_uint_le(max * 2 * uring_nr_queues(), 16u << 20);
 }
 END_TEST
 

@@ -317,7 +317,10 @@ pair_ratios() {
 }
 json_ratios=
 for d in "${devs[@]}"; do
-	for base in noop zram ${d%%-*}; do
+	# the floor with the same transport too (zswapfs-ur against noop-ur)
+	v=''
+	case $d in zswapfs-*) v=noop-${d#*-} ;; esac
+	for base in noop $v zram ${d%%-*}; do
 		[ -n "${med[$base]+x}" ] || continue
 		case $base:$d in zram:zram | noop:zram | noop:noop* | "$d:$d") continue ;; esac
 		rt=$(ratio "${med[$d]}" "${med[$base]}")
