@@ -242,6 +242,28 @@ zs_umount() {
 	[ "$rc" -eq 0 ] || { cat "$ZS_LOG" >&2; fail "daemon exited with status $rc after unmount"; }
 }
 
+# zs_wait_exit SECONDS: wait for the daemon of the last zs_mount to end by
+# itself (a signal, umount); ZS_RC gets its exit status.  Returns 1 if it is
+# still running.
+zs_wait_exit() {
+	local i
+	for ((i = 0; i < $1 * 10; i++)); do
+		kill -0 "$ZS_PID" 2>/dev/null || break
+		sleep 0.1
+	done
+	kill -0 "$ZS_PID" 2>/dev/null && return 1
+	ZS_RC=0
+	wait "$ZS_PID" || ZS_RC=$?
+}
+
+# zs_ended: after zs_wait_exit, check that nothing is left mounted and
+# forget the clean-up of that daemon.
+zs_ended() {
+	drop_undo _zs_teardown "$ZS_MNT" "$ZS_PID" || true
+	_zs_is_mounted "$ZS_MNT" && fail "$ZS_MNT still mounted after the daemon ended"
+	rmdir -- "$ZS_MNT"
+}
+
 # zs_alive: fail if the daemon of the last zs_mount is gone.
 zs_alive() {
 	kill -0 "$ZS_PID" 2>/dev/null || { cat "$ZS_LOG" >&2; fail "the daemon (pid $ZS_PID) died"; }

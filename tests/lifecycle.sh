@@ -10,40 +10,20 @@ set -eu
 require_fuse
 require_root
 
-# wait_exit PID SECONDS: wait for PID (a child of this shell) to end and
-# set rc to its exit status; return 1 if it is still running.
-wait_exit() {
-	local pid=$1 i
-	for ((i = 0; i < $2 * 10; i++)); do
-		kill -0 "$pid" 2>/dev/null || break
-		sleep 0.1
-	done
-	kill -0 "$pid" 2>/dev/null && return 1
-	rc=0
-	wait "$pid" || rc=$?
-}
-
-# forget the clean-up of a daemon that ended by itself
-ended() {
-	drop_undo _zs_teardown "$ZS_MNT" "$ZS_PID" || true
-	_zs_is_mounted "$ZS_MNT" && fail "$ZS_MNT still mounted after the daemon ended"
-	rmdir -- "$ZS_MNT"
-}
-
 for sig in TERM INT; do
 	zs_mount size=64M
 	kill -"$sig" "$ZS_PID"
-	wait_exit "$ZS_PID" 10 || fail "SIG$sig did not end the daemon in 10 s"
-	[ "$rc" = 0 ] || fail "daemon exited $rc on SIG$sig"
-	ended
+	zs_wait_exit 10 || fail "SIG$sig did not end the daemon in 10 s"
+	[ "$ZS_RC" = 0 ] || fail "daemon exited $ZS_RC on SIG$sig"
+	zs_ended
 	log "SIG$sig: exit 0, unmounted"
 done
 
 zs_mount size=64M
 umount "$ZS_MNT"
-wait_exit "$ZS_PID" 10 || fail "umount did not end the daemon"
-[ "$rc" = 0 ] || fail "daemon exited $rc after umount"
-ended
+zs_wait_exit 10 || fail "umount did not end the daemon"
+[ "$ZS_RC" = 0 ] || fail "daemon exited $ZS_RC after umount"
+zs_ended
 log "umount: exit 0"
 
 # A loop device on the swap file: a stop must wait, and lose nothing.
@@ -63,9 +43,9 @@ cmp <(dd if="$loop" bs=1M count=8 iflag=direct status=none) "$ZS_TMP/data" ||
 umount "$ZS_MNT" 2>/dev/null && fail "umount succeeded while a loop device held the file"
 losetup -d "$loop"
 drop_undo losetup -d "$loop"
-wait_exit "$ZS_PID" 10 || fail "the deferred stop did not happen after losetup -d"
-[ "$rc" = 0 ] || fail "daemon exited $rc after the deferred stop"
-ended
+zs_wait_exit 10 || fail "the deferred stop did not happen after losetup -d"
+[ "$ZS_RC" = 0 ] || fail "daemon exited $ZS_RC after the deferred stop"
+zs_ended
 log "SIGTERM with a loop device attached: deferred, then exit 0"
 
 # Without -f the daemon detaches once the mount is ready.

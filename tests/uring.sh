@@ -20,24 +20,6 @@ make_tmpdir
 export ZS_FUSE_URING=1
 zs_uring_enable
 
-# wait_exit PID SECONDS: wait for the daemon PID to end; rc = its status.
-wait_exit() {
-	local pid=$1 i
-	for ((i = 0; i < $2 * 10; i++)); do
-		kill -0 "$pid" 2>/dev/null || break
-		sleep 0.1
-	done
-	kill -0 "$pid" 2>/dev/null && return 1
-	rc=0
-	wait "$pid" || rc=$?
-}
-
-ended() {
-	drop_undo _zs_teardown "$ZS_MNT" "$ZS_PID" || true
-	_zs_is_mounted "$ZS_MNT" && fail "$ZS_MNT still mounted after the daemon ended"
-	rmdir -- "$ZS_MNT"
-}
-
 # the daemon's queue threads (named zswapfs-ringN)
 nr_ring_threads() { cat "/proc/$ZS_PID/task/"*/comm | grep -c '^zswapfs-ring' || true; }
 
@@ -93,9 +75,9 @@ log "rings: $reqs requests, $threads queue threads for $cpus CPUs, data intact, 
 zs_mount size=64M
 dd if="$ZS_TMP/data" of="$ZS_MNT/swap" bs=1M oflag=direct conv=notrunc status=none
 kill -TERM "$ZS_PID"
-wait_exit "$ZS_PID" 10 || fail "SIGTERM did not end the daemon in 10 s"
-[ "$rc" = 0 ] || fail "daemon exited $rc on SIGTERM"
-ended
+zs_wait_exit 10 || fail "SIGTERM did not end the daemon in 10 s"
+[ "$ZS_RC" = 0 ] || fail "daemon exited $ZS_RC on SIGTERM"
+zs_ended
 
 zs_mount size=64M
 loop=$(losetup --find --show --direct-io=on "$ZS_MNT/swap")
@@ -109,9 +91,9 @@ cmp "$ZS_TMP/data" <(dd if="$loop" bs=1M count=10 iflag=direct status=none) ||
 zs_check_transport "$ZS_MNT"
 losetup -d "$loop"
 drop_undo losetup -d "$loop"
-wait_exit "$ZS_PID" 10 || fail "the deferred stop did not complete once the loop was detached"
-[ "$rc" = 0 ] || fail "daemon exited $rc after the deferred stop"
-ended
+zs_wait_exit 10 || fail "the deferred stop did not complete once the loop was detached"
+[ "$ZS_RC" = 0 ] || fail "daemon exited $ZS_RC after the deferred stop"
+zs_ended
 log "SIGTERM: exit 0; deferred stop with a loop device: data intact, exit 0"
 
 # -- the full data checks, over the rings
