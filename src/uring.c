@@ -279,7 +279,7 @@ int uring_queue_serve(struct uring_queue *q, int stop_fd,
 	struct io_uring_sqe *sqe;
 	unsigned int i, live = 0;
 	bool stop = false;
-	int err = 0;
+	int err = 0, refused = 0;
 
 	sqe = next_sqe(q);
 	io_uring_prep_poll_add(sqe, stop_fd, POLLIN);
@@ -316,7 +316,7 @@ int uring_queue_serve(struct uring_queue *q, int stop_fd,
 				e->live = false;
 				live--;
 				if (!q->served && cqe->res != -ENOTCONN)
-					err = cqe->res;
+					refused = cqe->res;
 				continue;
 			}
 			if (!stop)
@@ -327,7 +327,7 @@ int uring_queue_serve(struct uring_queue *q, int stop_fd,
 	/* Send the last answers; entries still registered are cancelled
 	 * when the ring is closed (uring_queue_destroy). */
 	io_uring_submit(&q->ring);
-	return err;
+	return refused ? refused : err;
 }
 
 /* ---- a libfuse session over the rings ----------------------------------- */
