@@ -17,7 +17,9 @@
  * (also written to FILE.txt).  Workload inputs are seeded, but where a program is stopped
  * depends on timing, so two corpora have the same character, not the same bytes.
  */
+#ifndef _GNU_SOURCE
 #define _GNU_SOURCE
+#endif
 
 #include <ctype.h>
 #include <dirent.h>

@@ -19,7 +19,9 @@
 #ifndef FUSE_USE_VERSION
 #define FUSE_USE_VERSION 312
 #endif
+#ifndef _GNU_SOURCE
 #define _GNU_SOURCE
+#endif
 
 #include <errno.h>
 #include <fcntl.h>

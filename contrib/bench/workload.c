@@ -16,7 +16,9 @@
  * the working set competes for the limit, and the timed part reads no disk.  Times cover the
  * fill (copy = first swap-out) and the passes.  One line of results on stdout.
  */
+#ifndef _GNU_SOURCE
 #define _GNU_SOURCE
+#endif
 
 #include <errno.h>
 #include <fcntl.h>
