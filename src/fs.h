@@ -43,11 +43,12 @@ struct fs {
 extern const struct fuse_lowlevel_ops fs_ops;
 
 int fs_init(struct fs *fs, struct store *st, unsigned int threads, unsigned int busy_poll_us);
+void fs_fini(struct fs *fs);
 
 /* Use FUSE over io_uring if the kernel lets us (uring.h).  Call once the
- * session is mounted.  Returns whether it will be tried. */
+ * session is mounted, before fuse_daemonize (no thread starts until the
+ * loop runs).  Returns whether it will be tried. */
 bool fs_want_uring(struct fs *fs, struct fuse_session *se);
-void fs_fini(struct fs *fs);
 
 /* Install SIGTERM/SIGINT/SIGHUP handlers that ask the loop to stop.  While
  * `swap` is open (a loop device is attached, swap may be on it) a stop is
