@@ -61,6 +61,19 @@ static void check_page(struct store *st, struct store_worker *w, uint64_t idx,
 	ck_assert_msg(!memcmp(got, expect, PG), "page %llu differs", (unsigned long long)idx);
 }
 
+/* Every page reads back as `ref` holds it; then everything is freed. */
+static void check_all_and_free(struct store *st, struct store_worker *w, unsigned char *ref,
+			       uint64_t pages)
+{
+	uint64_t i;
+
+	for (i = 0; i < pages; i++)
+		check_page(st, w, i, ref + i * PG);
+	free(ref);
+	free_worker(w);
+	store_destroy(st);
+}
+
 /* Three groups of pages far apart in size; a pass limited to the size of
  * the largest group takes exactly that group. */
 START_TEST(test_largest_first)
@@ -95,11 +108,7 @@ START_TEST(test_largest_first)
 	p.max_pages = 0;
 	ck_assert_int_eq(recompress_run(st, w, &p, &r), 0);
 	ck_assert_uint_eq(r.recompressed, 2 * per);
-	for (i = 0; i < pages; i++)
-		check_page(st, w, i, ref + i * PG);
-	free(ref);
-	free_worker(w);
-	store_destroy(st);
+	check_all_and_free(st, w, ref, pages);
 }
 END_TEST
 
@@ -128,11 +137,7 @@ START_TEST(test_yield)
 	ck_assert_int_eq(recompress_run(st, w, &p, &r), 0);
 	ck_assert(!r.yielded);
 	ck_assert_uint_eq(r.recompressed, pages);
-	for (i = 0; i < pages; i++)
-		check_page(st, w, i, ref + i * PG);
-	free(ref);
-	free_worker(w);
-	store_destroy(st);
+	check_all_and_free(st, w, ref, pages);
 }
 END_TEST
 
