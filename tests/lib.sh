@@ -371,6 +371,35 @@ run_in_cgroup() {
 	sh -c 'echo $$ >"$1/cgroup.procs" && shift && exec "$@"' sh "$cg" "$@"
 }
 
+# zs_memhog TIMEOUT MEMHOG_ARG...: run memhog in $ZS_CG (with a seed and
+# --verbose), in the background and waited for, so that a signal to the test
+# runs the clean-up at once (removing the cgroup kills the hog); its output
+# goes to stderr.  Sets ZS_HOG_RC; zs_memhog_passed judges it.
+zs_memhog() {
+	local limit=$1
+	shift
+	run_in_cgroup "$ZS_CG" timeout "$limit" \
+		"$MEMHOG" "$@" --seed "$$" --verbose >"$ZS_TMP/memhog.out" 2>&1 &
+	ZS_HOG_RC=0
+	wait $! || ZS_HOG_RC=$?
+	cat "$ZS_TMP/memhog.out" >&2
+}
+
+# zs_memhog_passed TIMEOUT: fail unless the last zs_memhog ended well.
+zs_memhog_passed() {
+	[ "$ZS_HOG_RC" -ne 124 ] || fail "memhog did not finish within $1 s (swap I/O hung?)"
+	[ "$ZS_HOG_RC" -eq 0 ] ||
+		fail "memhog exited with status $ZS_HOG_RC (1 = data corrupted through swap)"
+}
+
+# zs_stop_sampler PID: end a background sampler registered with
+# `push_undo kill PID`.
+zs_stop_sampler() {
+	kill "$1"
+	wait "$1" 2>/dev/null || true
+	drop_undo kill "$1"
+}
+
 # ---- data ---------------------------------------------------------------------
 
 # gen_data FILE NPAGES KIND SEED: write NPAGES pages of a given kind:

@@ -47,19 +47,9 @@ sampler_pid=$!
 push_undo kill "$sampler_pid"
 
 make_cgroup "${LIMIT_MIB}M"
-# In the background, and waited for: a signal to this script then runs the
-# clean-up at once (removing the cgroup kills the hog).
-run_in_cgroup "$ZS_CG" timeout "$HOG_TIMEOUT" \
-	"$MEMHOG" --size "$HOG_MIB" --passes 2 --seed "$$" --verbose >"$ZS_TMP/memhog.out" 2>&1 &
-rc=0
-wait $! || rc=$?
-cat "$ZS_TMP/memhog.out" >&2
-kill "$sampler_pid"
-wait "$sampler_pid" 2>/dev/null || true
-drop_undo kill "$sampler_pid"
-
-[ "$rc" -ne 124 ] || fail "memhog did not finish within $HOG_TIMEOUT s (swap I/O hung?)"
-[ "$rc" -eq 0 ] || fail "memhog exited with status $rc (1 = data corrupted through swap)"
+zs_memhog "$HOG_TIMEOUT" --size "$HOG_MIB" --passes 2
+zs_stop_sampler "$sampler_pid"
+zs_memhog_passed "$HOG_TIMEOUT"
 
 max=$(sort -n "$ZS_TMP/samples" | tail -n 1)
 log "largest orig_data_size seen while running: $max"

@@ -205,22 +205,15 @@ push_undo kill "$sampler_pid"
 
 make_cgroup "${CG_LIMIT_MIB}M"
 t0=$SECONDS
-run_in_cgroup "$ZS_CG" timeout "$HOG_TIMEOUT" \
-	"$MEMHOG" --size "$HOG_MIB" --seed "$$" --verbose >"$ZS_TMP/memhog.out" 2>&1 &
-rc=0
-wait $! || rc=$?
-cat "$ZS_TMP/memhog.out" >&2
-kill "$sampler_pid"
-wait "$sampler_pid" 2>/dev/null || true
-drop_undo kill "$sampler_pid"
+zs_memhog "$HOG_TIMEOUT" --size "$HOG_MIB"
+zs_stop_sampler "$sampler_pid"
 log "memhog took $((SECONDS - t0)) s"
 zs_alive
 log "$(zs_stats_line "$mnt" mem_used_max bd_count bd_reads bd_writes failed_reads failed_writes \
 	backing_bytes_used backing_bytes_written backing_holes_punched backing_compaction_moves \
 	writeback_failed writeback_spills writeback_status rss_bytes recompressed recompress_passes)"
 
-[ "$rc" -ne 124 ] || fail "memhog did not finish within $HOG_TIMEOUT s (swap I/O hung?)"
-[ "$rc" -eq 0 ] || fail "memhog exited with status $rc (1 = data corrupted through swap)"
+zs_memhog_passed "$HOG_TIMEOUT"
 
 read -r rss_max used_max bd_max live_max vm_max < <(
 	awk '{ for (i = 1; i <= 5; i++) if ($i > m[i]) m[i] = $i }
