@@ -17,9 +17,10 @@
  * with it is as free of locks and allocations as without.  Dictionaries are
  * never implied: codec_compress_dict/codec_decompress_dict take the one to
  * use, so a page compressed with dictionary D decodes given D, whatever any
- * context did before, and the caller records which D that was (a page
- * decoded with another dictionary of the same size is wrong bytes, not an
- * error: nothing in the page says which dictionary wrote it).
+ * context did before, and the caller records which D that was: nothing in
+ * the page says which dictionary wrote it, and decoded with another one it
+ * may come out as wrong bytes rather than an error (lz4 does so whenever
+ * the other dictionary is at least as long).
  */
 #ifndef ZSWAPFS_CODEC_H
 #define ZSWAPFS_CODEC_H
