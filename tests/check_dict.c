@@ -31,31 +31,34 @@
 
 /* ---- fixtures ------------------------------------------------------------------------ */
 
-static char tmpdir[] = "/tmp/check_dict.XXXXXX";
+static char topdir[256];		/* made and removed by the runner process */
+static char tmpdir[300];		/* one per test, inside it */
 static char errbuf[512];
+
+/* In the runner: a failing test ends its own process before any clean-up
+ * of its own, so the runner removes everything once all tests have run. */
+static void make_topdir(void)
+{
+	strcpy(topdir, "/tmp/check_dict.XXXXXX");
+	if (!mkdtemp(topdir)) {
+		perror("mkdtemp");
+		exit(1);
+	}
+}
+
+static void remove_topdir(void)
+{
+	char cmd[300];
+
+	snprintf(cmd, sizeof(cmd), "rm -rf '%s'", topdir);
+	if (system(cmd) != 0)
+		fprintf(stderr, "cannot remove %s\n", topdir);
+}
 
 static void tmpdir_setup(void)
 {
+	snprintf(tmpdir, sizeof(tmpdir), "%s/t.XXXXXX", topdir);
 	ck_assert_ptr_nonnull(mkdtemp(tmpdir));
-}
-
-static void tmpdir_teardown(void)
-{
-	DIR *d = opendir(tmpdir);
-	struct dirent *de;
-	char p[512];
-
-	if (d) {
-		while ((de = readdir(d))) {
-			if (de->d_name[0] == '.')
-				continue;
-			snprintf(p, sizeof(p), "%s/%s", tmpdir, de->d_name);
-			if (unlink(p))
-				rmdir(p);
-		}
-		closedir(d);
-	}
-	rmdir(tmpdir);
 }
 
 static const char *tmp_path(const char *name)
@@ -134,7 +137,6 @@ static void teardown(void)
 {
 	free(trained);
 	trained = NULL;
-	tmpdir_teardown();
 }
 
 /* err must name what is wrong, and (for files) which file. */
@@ -493,6 +495,7 @@ static Suite *dict_suite(void)
 
 	/* Training takes about a second (several under the sanitizers). */
 	tcase_set_timeout(tc, 120);
+	tcase_add_unchecked_fixture(tc, make_topdir, remove_topdir);
 	tcase_add_checked_fixture(tc, setup, teardown);
 	tcase_add_test(tc, test_check_sizes);
 	tcase_add_test(tc, test_check_formats);
