@@ -25,6 +25,12 @@
  * stream keeps 32-bit positions relative to the dictionary's end, so the
  * template only points at the dictionary bytes, which it shares read-only.
  * LZ4 looks back at most 64 KiB: of a longer dictionary only the end is used.
+ * Speed (contrib/bench/dictbench.c, real process memory, 64 KiB trained
+ * dictionary): 0.71-0.75x of compressing without one, 2.8x LZ4_loadDict
+ * per page.  The copy is 2 % of that time (perf); the rest is LZ4's
+ * dictionary mode itself, whose hash table starts full of dictionary
+ * positions (32-bit entries, where a lone page gets an empty 16-bit table);
+ * LZ4F's attached dictionary (LZ4F_compressFrame_usingCDict) was no faster.
  */
 #include <errno.h>
 #include <limits.h>
