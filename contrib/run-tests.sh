@@ -32,5 +32,5 @@ unset ASAN_OPTIONS UBSAN_OPTIONS
 echo "=== distcheck"
 # The integration tests ran twice above; in the tarball the unit tests say
 # whether it builds and works.
-(cd build && make distcheck TESTS="tests/check_codec tests/check_arena tests/check_store tests/check_config tests/check_recompress tests/check_backing tests/check_writeback tests/check_uring")
+(cd build && make distcheck TESTS="tests/check_codec tests/check_dict tests/check_arena tests/check_store tests/check_config tests/check_recompress tests/check_backing tests/check_writeback tests/check_uring")
 echo "run-tests: all passed"

@@ -7,6 +7,7 @@
  */
 #include <errno.h>
 #include <pthread.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "codec.h"
@@ -96,4 +97,81 @@ void codec_ctx_fini(struct codec_ctx *ctx)
 	if (ctx->ops)
 		ctx->ops->destroy_ctx(ctx);
 	memset(ctx, 0, sizeof(*ctx));
+}
+
+/*
+ * The copy of the bytes gets CODEC_DICT_SLACK bytes more than it needs, never
+ * read: LZ4 takes a page that starts exactly where its dictionary ends for
+ * the continuation of it (prefix mode), and no page can start inside memory
+ * that we own.
+ */
+#define CODEC_DICT_SLACK	16u
+
+static void codec_dict_free(struct codec_dict *dict)
+{
+	if (dict->ops && dict->ops->dict_release)
+		dict->ops->dict_release(dict);
+	free((void *)dict->bytes);
+	free(dict);
+}
+
+int codec_dict_create(struct codec_dict **dictp, const struct codec_ops *ops, int level,
+		      const void *bytes, size_t len)
+{
+	struct codec_dict *dict;
+	void *copy;
+	int ret;
+
+	if (!ops || !bytes || !len)
+		return -EINVAL;
+	if (!codec_has_dict(ops))
+		return -EOPNOTSUPP;
+	if (level == 0)
+		level = ops->default_level;
+	if (level < ops->min_level || level > ops->max_level)
+		return -EINVAL;
+
+	dict = calloc(1, sizeof(*dict));
+	copy = malloc(len + CODEC_DICT_SLACK);
+	if (!dict || !copy) {
+		free(dict);
+		free(copy);
+		return -ENOMEM;
+	}
+	memcpy(copy, bytes, len);
+	memset((unsigned char *)copy + len, 0, CODEC_DICT_SLACK);
+	dict->ops = ops;
+	dict->bytes = copy;
+	dict->len = len;
+	/* A codec whose dictionary serves every level sets 0 (any). */
+	dict->level = level;
+	atomic_init(&dict->refs, 1);
+	ret = ops->dict_prepare(dict);
+	if (ret) {
+		codec_dict_free(dict);
+		return ret;
+	}
+	*dictp = dict;
+	return 0;
+}
+
+struct codec_dict *codec_dict_get(struct codec_dict *dict)
+{
+	/* Relaxed: the caller's reference already orders everything before. */
+	atomic_fetch_add_explicit(&dict->refs, 1, memory_order_relaxed);
+	return dict;
+}
+
+void codec_dict_put(struct codec_dict *dict)
+{
+	if (!dict)
+		return;
+	/*
+	 * Release on every put, acquire on the last: whatever any holder did
+	 * with the dictionary happens before it is freed.
+	 */
+	if (atomic_fetch_sub_explicit(&dict->refs, 1, memory_order_release) == 1) {
+		atomic_thread_fence(memory_order_acquire);
+		codec_dict_free(dict);
+	}
 }

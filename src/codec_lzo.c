@@ -6,6 +6,10 @@
  * to LZO_WORST(src_len) bytes, more than the input.  When the caller's buffer
  * is smaller than that, compress into a per-context bounce buffer and copy
  * only when the result fits.
+ *
+ * No dictionaries: liblzo2's LZO1X-1 has no dictionary variant (lzo1x_999
+ * has one, but is a slow high-ratio compressor), and zram has none for lzo
+ * either.  dict_prepare stays NULL, so codec_dict_create refuses lzo.
  */
 #include <errno.h>
 #include <limits.h>
@@ -70,8 +74,8 @@ static int codec_lzo_create(struct codec_ctx *ctx)
 	return 0;
 }
 
-static int codec_lzo_compress(struct codec_ctx *ctx, const void *src, size_t src_len,
-			      void *dst, size_t dst_cap)
+static int codec_lzo_compress(struct codec_ctx *ctx, const struct codec_dict *dict,
+			      const void *src, size_t src_len, void *dst, size_t dst_cap)
 {
 	struct codec_lzo_state *st = ctx->cstate;
 	size_t worst = CODEC_LZO_WORST(src_len);
@@ -79,7 +83,7 @@ static int codec_lzo_compress(struct codec_ctx *ctx, const void *src, size_t src
 	lzo_uint out_len = 0;
 	int ret;
 
-	if (src_len > INT_MAX / 2)
+	if (dict || src_len > INT_MAX / 2)
 		return -EINVAL;
 	if (dst_cap < worst) {
 		if (worst > st->bounce_cap) {
@@ -104,13 +108,15 @@ static int codec_lzo_compress(struct codec_ctx *ctx, const void *src, size_t src
 	return (int)out_len;
 }
 
-static int codec_lzo_decompress(struct codec_ctx *ctx, const void *src, size_t src_len,
-				void *dst, size_t dst_len)
+static int codec_lzo_decompress(struct codec_ctx *ctx, const struct codec_dict *dict,
+				const void *src, size_t src_len, void *dst, size_t dst_len)
 {
 	lzo_uint out_len = dst_len;
 	int ret;
 
 	(void)ctx;
+	if (dict)
+		return -EINVAL;
 	/*
 	 * Only the _safe decoder checks input, output and look-behind bounds.
 	 * Trailing input (LZO_E_INPUT_NOT_CONSUMED) or a short result is

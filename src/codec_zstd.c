@@ -17,6 +17,16 @@
  * faulted on a 1-byte input at a guard page (fixed upstream after 1.5.4
  * by facebook/zstd#3592).  Decoding must be safe on any input, so we keep the
  * standard frame.
+ *
+ * Dictionaries: a ZSTD_CDict (tables hashed once, at the level of the
+ * contexts that use it) and a ZSTD_DDict (entropy tables decoded once),
+ * both read-only after creation and shared by every thread.  A context
+ * references the CDict for one page (ZSTD_CCtx_refCDict, which only stores
+ * the pointer) and zstd attaches its tables instead of copying them (a
+ * 4 KiB page is far below the size where zstd copies them); the frame
+ * keeps the context's parameters, so it carries no dictionary id either:
+ * the store records which dictionary wrote a page.  Neither direction
+ * allocates: the check test counts.
  */
 #include <errno.h>
 #include <limits.h>
@@ -31,7 +41,7 @@
 #define CODEC_ZSTD_MAX_LEVEL	22
 
 struct codec_zstd_cstate {
-	ZSTD_CCtx *cctx;
+	ZSTD_CCtx *cctx;	/* references no dictionary between calls */
 	/*
 	 * zstd fails with dstSize_tooSmall whenever its working output does
 	 * not fit, even if the final frame would have (a zero page is a 10-byte
@@ -144,8 +154,48 @@ out_destroy:
 	return ret;
 }
 
-static int codec_zstd_compress(struct codec_ctx *ctx, const void *src, size_t src_len,
-			       void *dst, size_t dst_cap)
+static int codec_zstd_dict_prepare(struct codec_dict *dict)
+{
+	/*
+	 * ZSTD_dct_auto (what these use): a buffer with the dictionary magic
+	 * must have valid tables, anything else is raw content.
+	 */
+	dict->cstate = ZSTD_createCDict(dict->bytes, dict->len, dict->level);
+	dict->dstate = ZSTD_createDDict(dict->bytes, dict->len);
+	if (!dict->cstate || !dict->dstate) {
+		ZSTD_freeCDict(dict->cstate);
+		ZSTD_freeDDict(dict->dstate);
+		dict->cstate = NULL;
+		dict->dstate = NULL;
+		/* NULL means either; dict_check tells the user which. */
+		return -EINVAL;
+	}
+	return 0;
+}
+
+static void codec_zstd_dict_release(struct codec_dict *dict)
+{
+	ZSTD_freeCDict(dict->cstate);
+	ZSTD_freeDDict(dict->dstate);
+	dict->cstate = NULL;
+	dict->dstate = NULL;
+}
+
+/*
+ * Point the context at the page's dictionary, or at none.  A dictionary can
+ * only be referenced between frames: the session reset ends one that a
+ * failed call left open.  Neither call allocates.
+ */
+static int codec_zstd_ref(ZSTD_CCtx *cctx, const struct codec_dict *dict)
+{
+	if (ZSTD_isError(ZSTD_CCtx_reset(cctx, ZSTD_reset_session_only)) ||
+	    ZSTD_isError(ZSTD_CCtx_refCDict(cctx, dict ? dict->cstate : NULL)))
+		return -EINVAL;
+	return 0;
+}
+
+static int codec_zstd_compress(struct codec_ctx *ctx, const struct codec_dict *dict,
+			       const void *src, size_t src_len, void *dst, size_t dst_cap)
 {
 	struct codec_zstd_cstate *cs = ctx->cstate;
 	size_t bound = ZSTD_compressBound(src_len);
@@ -164,7 +214,12 @@ static int codec_zstd_compress(struct codec_ctx *ctx, const void *src, size_t sr
 		}
 		out = cs->bounce;
 	}
+	if (dict && codec_zstd_ref(cs->cctx, dict))
+		return -EINVAL;
 	ret = ZSTD_compress2(cs->cctx, out, bound, src, src_len);
+	/* Leave no reference behind: the dictionary may be freed after this. */
+	if (dict && codec_zstd_ref(cs->cctx, NULL))
+		return -EINVAL;
 	if (ZSTD_isError(ret))
 		return codec_zstd_err(ret);
 	if (ret > dst_cap || ret > INT_MAX)
@@ -174,10 +229,12 @@ static int codec_zstd_compress(struct codec_ctx *ctx, const void *src, size_t sr
 	return (int)ret;
 }
 
-static int codec_zstd_decompress(struct codec_ctx *ctx, const void *src, size_t src_len,
-				 void *dst, size_t dst_len)
+static int codec_zstd_decompress(struct codec_ctx *ctx, const struct codec_dict *dict,
+				 const void *src, size_t src_len, void *dst, size_t dst_len)
 {
-	size_t ret = ZSTD_decompressDCtx(ctx->dstate, dst, dst_len, src, src_len);
+	/* The DCtx never references a DDict: each call names its own, or none. */
+	size_t ret = ZSTD_decompress_usingDDict(ctx->dstate, dst, dst_len, src, src_len,
+						dict ? dict->dstate : NULL);
 
 	/* Too big for dst_len is an error from zstd; too small is one for us. */
 	if (ZSTD_isError(ret) || ret != dst_len)
@@ -195,4 +252,6 @@ const struct codec_ops codec_zstd = {
 	.destroy_ctx = codec_zstd_destroy,
 	.compress = codec_zstd_compress,
 	.decompress = codec_zstd_decompress,
+	.dict_prepare = codec_zstd_dict_prepare,
+	.dict_release = codec_zstd_dict_release,
 };

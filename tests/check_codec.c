@@ -18,7 +18,11 @@
 #include <time.h>
 #include <unistd.h>
 
+#include <lz4.h>
+#include <zstd.h>
+
 #include "codec.h"
+#include "dict.h"
 
 #define PAGE		CODEC_PAGE_SIZE
 #define GUARD		64
@@ -216,7 +220,8 @@ static void fence_fini(struct fence *f)
  * codec reads or writes ends at a fence; compress output, whose capacity is
  * larger than what is written, is checked with guard bytes as well.
  */
-static int round_trip(struct codec_ctx *ctx, const unsigned char *src, size_t len)
+static int round_trip_dict(struct codec_ctx *ctx, const struct codec_dict *dict,
+			   const unsigned char *src, size_t len)
 {
 	size_t cap = BIG_CAP(len);
 	unsigned char *c = malloc(cap + GUARD);
@@ -230,7 +235,7 @@ static int round_trip(struct codec_ctx *ctx, const unsigned char *src, size_t le
 	s = fence_at(&fs, len);
 	memcpy(s, src, len);
 	guard_set(c, cap);
-	clen = codec_compress(ctx, s, len, c, cap);
+	clen = codec_compress_dict(ctx, dict, s, len, c, cap);
 	ck_assert_msg(clen > 0, "%s: compress of %zu bytes: %d", ctx->ops->name, len, clen);
 	ck_assert_int_le(clen, cap);
 	guard_check(c, cap, "compress");
@@ -239,7 +244,7 @@ static int round_trip(struct codec_ctx *ctx, const unsigned char *src, size_t le
 	exact = fence_at(&fc, (size_t)clen);
 	memcpy(exact, c, (size_t)clen);
 	d = fence_at(&fd, len);
-	ret = codec_decompress(ctx, exact, (size_t)clen, d, len);
+	ret = codec_decompress_dict(ctx, dict, exact, (size_t)clen, d, len);
 	ck_assert_msg(ret == 0, "%s: decompress of %zu bytes: %d", ctx->ops->name, len, ret);
 	ck_assert_msg(memcmp(src, d, len) == 0, "%s: %zu bytes differ after round trip",
 		      ctx->ops->name, len);
@@ -248,6 +253,11 @@ static int round_trip(struct codec_ctx *ctx, const unsigned char *src, size_t le
 	fence_fini(&fs);
 	free(c);
 	return clen;
+}
+
+static int round_trip(struct codec_ctx *ctx, const unsigned char *src, size_t len)
+{
+	return round_trip_dict(ctx, NULL, src, len);
 }
 
 static uint64_t fuzz_seed(void)
@@ -818,6 +828,639 @@ START_TEST(test_no_alloc)
 END_TEST
 #endif
 
+/* ---- dictionaries ------------------------------------------------------------------- */
+
+/*
+ * Dictionaries made once in main(), before check forks the tests (which
+ * inherit them): raw content; one trained by zstd on pages like those the
+ * tests compress; and a second trained one, from other pages of the same
+ * kind, of the same size: the hardest "wrong dictionary" there is.
+ */
+enum dict_kind { DK_RAW, DK_TRAINED, DK_OTHER, DK_COUNT };
+
+static const char *const dk_name[DK_COUNT] = { "raw", "trained", "other" };
+static unsigned char *dk_bytes[DK_COUNT];
+static size_t dk_len[DK_COUNT];
+
+/* Pages like the dictionaries': text and heap-like records, the kinds that repeat. */
+static void fill_dictish(unsigned char *p, unsigned int i)
+{
+	fill_page(p, PAGE, i % 3 ? FILL_TEXT : FILL_MIXED);
+}
+
+static void dicts_make(void)
+{
+	enum { NSAMPLES = 1200 };
+	unsigned char *samples = malloc((size_t)NSAMPLES * PAGE);
+	size_t *lens = malloc(NSAMPLES * sizeof(*lens));
+	char err[256];
+	unsigned int i, k;
+	long n;
+
+	if (!samples || !lens)
+		abort();
+	dk_len[DK_RAW] = 32 << 10;
+	dk_bytes[DK_RAW] = malloc(dk_len[DK_RAW]);
+	if (!dk_bytes[DK_RAW])
+		abort();
+	rng_seed(100);
+	fill_text(dk_bytes[DK_RAW], dk_len[DK_RAW]);
+	for (k = DK_TRAINED; k <= DK_OTHER; k++) {
+		rng_seed(101 + k);
+		for (i = 0; i < NSAMPLES; i++) {
+			fill_dictish(samples + (size_t)i * PAGE, i);
+			lens[i] = PAGE;
+		}
+		dk_bytes[k] = malloc(DICT_TRAIN_SIZE);
+		if (!dk_bytes[k])
+			abort();
+		n = dict_train(dk_bytes[k], DICT_TRAIN_SIZE, samples, lens, NSAMPLES, NULL, err,
+			       sizeof(err));
+		if (n <= 0) {
+			fprintf(stderr, "training the test dictionary: %s\n", err);
+			abort();
+		}
+		dk_len[k] = (size_t)n;
+	}
+	free(lens);
+	free(samples);
+}
+
+static struct codec_dict *dict_setup(int i, enum dict_kind k, int level)
+{
+	struct codec_dict *d = NULL;
+	int ret = codec_dict_create(&d, ops_of(i), level, dk_bytes[k], dk_len[k]);
+
+	ck_assert_msg(ret == 0, "%s: %s dictionary: %d", ops_of(i)->name, dk_name[k], ret);
+	ck_assert_ptr_nonnull(d);
+	return d;
+}
+
+static unsigned int dict_refs(struct codec_dict *d)
+{
+	return atomic_load(&d->refs);
+}
+
+START_TEST(test_dict_support)
+{
+	struct codec_dict *d = (struct codec_dict *)0x1;	/* must stay untouched */
+	unsigned char page[PAGE], c[BIG_CAP(PAGE)];
+	struct codec_ctx ctx;
+
+	/* lz4 and zstd take dictionaries; lzo has none and says so. */
+	ck_assert(codec_has_dict(&codec_lz4));
+	ck_assert(codec_has_dict(&codec_zstd));
+	ck_assert(!codec_has_dict(&codec_lzo));
+	ck_assert(!codec_has_dict(NULL));
+	ck_assert_int_eq(codec_dict_create(&d, &codec_lzo, 0, dk_bytes[DK_RAW], dk_len[DK_RAW]),
+			 -EOPNOTSUPP);
+	ck_assert_int_eq(codec_dict_create(&d, NULL, 0, dk_bytes[DK_RAW], dk_len[DK_RAW]),
+			 -EINVAL);
+	ck_assert_int_eq(codec_dict_create(&d, &codec_lz4, 0, dk_bytes[DK_RAW], 0), -EINVAL);
+	ck_assert_int_eq(codec_dict_create(&d, &codec_lz4, 0, NULL, 10), -EINVAL);
+	/* lz4 cannot hash fewer than 8 bytes: refused rather than silently unused. */
+	ck_assert_int_eq(codec_dict_create(&d, &codec_lz4, 0, dk_bytes[DK_RAW], 7), -EINVAL);
+	ck_assert_int_eq(codec_dict_create(&d, &codec_zstd, 23, dk_bytes[DK_RAW],
+					   dk_len[DK_RAW]), -EINVAL);
+	ck_assert_int_eq(codec_dict_create(&d, &codec_zstd, -1, dk_bytes[DK_RAW],
+					   dk_len[DK_RAW]), -EINVAL);
+	ck_assert_ptr_eq(d, (struct codec_dict *)0x1);
+
+	/* A dictionary of one codec is refused by a context of another. */
+	d = dict_setup(CODEC_LZ4, DK_RAW, 0);
+	rng_seed(20);
+	fill_page(page, PAGE, FILL_TEXT);
+	ctx_setup(&ctx, CODEC_LZO, 0);
+	ck_assert_int_eq(codec_compress_dict(&ctx, d, page, PAGE, c, sizeof(c)), -EINVAL);
+	ck_assert_int_eq(codec_decompress_dict(&ctx, d, c, 100, page, PAGE), -EINVAL);
+	codec_ctx_fini(&ctx);
+	ctx_setup(&ctx, CODEC_ZSTD, 0);
+	ck_assert_int_eq(codec_compress_dict(&ctx, d, page, PAGE, c, sizeof(c)), -EINVAL);
+	ck_assert_int_eq(codec_decompress_dict(&ctx, d, c, 100, page, PAGE), -EINVAL);
+	codec_ctx_fini(&ctx);
+	codec_dict_put(d);
+	codec_dict_put(NULL);
+}
+END_TEST
+
+/* Round trips of every data kind and size, with each dictionary and without. */
+START_TEST(test_dict_round_trip)
+{
+	size_t max = sizes[sizeof(sizes) / sizeof(sizes[0]) - 1];
+	unsigned char *buf = malloc(max);
+	struct codec_dict *d[DK_COUNT];
+	struct codec_ctx ctx;
+	size_t s;
+	int f, k;
+
+	ck_assert_ptr_nonnull(buf);
+	ctx_setup(&ctx, _i, 0);
+	for (k = 0; k < DK_COUNT; k++)
+		d[k] = dict_setup(_i, (enum dict_kind)k, 0);
+	rng_seed(21);
+	for (f = 0; f < FILL_COUNT; f++) {
+		for (s = 0; s < sizeof(sizes) / sizeof(sizes[0]); s++) {
+			fill_page(buf, sizes[s], f);
+			for (k = 0; k < DK_COUNT; k++)
+				round_trip_dict(&ctx, d[k], buf, sizes[s]);
+			/* and without, on the same context, in between */
+			round_trip(&ctx, buf, sizes[s]);
+		}
+	}
+	/* A page that is the dictionary's own end compresses to almost nothing. */
+	memcpy(buf, dk_bytes[DK_TRAINED] + dk_len[DK_TRAINED] - PAGE, PAGE);
+	ck_assert_int_lt(round_trip_dict(&ctx, d[DK_TRAINED], buf, PAGE), 64);
+	ck_assert_int_gt(round_trip(&ctx, buf, PAGE), 64);
+	for (k = 0; k < DK_COUNT; k++)
+		codec_dict_put(d[k]);
+	codec_ctx_fini(&ctx);
+	free(buf);
+}
+END_TEST
+
+/* The dictionary really reaches the library: pages like its samples shrink. */
+START_TEST(test_dict_ratio)
+{
+	enum { N = 64 };
+	unsigned char page[PAGE];
+	struct codec_dict *d = dict_setup(_i, DK_TRAINED, 0);
+	struct codec_ctx ctx;
+	long with = 0, without = 0;
+	unsigned int i;
+
+	ctx_setup(&ctx, _i, 0);
+	rng_seed(22);	/* not a seed the dictionaries were trained on */
+	for (i = 0; i < N; i++) {
+		fill_dictish(page, i);
+		with += round_trip_dict(&ctx, d, page, PAGE);
+		without += round_trip(&ctx, page, PAGE);
+	}
+	printf("%-5s dictionary on %d held-out pages: %ld -> %ld bytes (%.1f %%)\n",
+	       ctx.ops->name, N, without, with, 100.0 * (double)(without - with) / (double)without);
+	/* Measured: lz4 -9 %, zstd -7.5 %; 3 % says it was used, not how well. */
+	ck_assert_msg(with * 100 < without * 97, "%s: %ld bytes with the dictionary, %ld without",
+		      ctx.ops->name, with, without);
+	codec_dict_put(d);
+	codec_ctx_fini(&ctx);
+}
+END_TEST
+
+/*
+ * A page compressed with dictionary A decodes with A.  With no dictionary,
+ * or another one, it must fail cleanly or decode to some page (no codec can
+ * tell which dictionary wrote a page without storing its id), never write
+ * outside the page, and never pass off the original as decoded when it is
+ * not.  Without one, a page that uses its dictionary fails.
+ */
+START_TEST(test_dict_wrong)
+{
+	enum { N = 60 };
+	unsigned char page[PAGE], c[BIG_CAP(PAGE)];
+	struct codec_dict *a = dict_setup(_i, DK_TRAINED, 0);
+	struct codec_dict *b = dict_setup(_i, DK_OTHER, 0);
+	struct codec_dict *r = dict_setup(_i, DK_RAW, 0);
+	struct codec_dict *other[2] = { b, r };
+	unsigned int i, none_failed = 0, none_ok = 0, wrong_failed = 0, wrong_garbled = 0;
+	struct fence df;
+	struct codec_ctx ctx;
+	unsigned char *d;
+	int n, ret, o;
+
+	ck_assert_uint_eq(dk_len[DK_TRAINED], dk_len[DK_OTHER]);
+	fence_init(&df, PAGE + GUARD);
+	d = fence_at(&df, PAGE);
+	ctx_setup(&ctx, _i, 0);
+	rng_seed(23);
+	for (i = 0; i < N; i++) {
+		fill_dictish(page, i);
+		n = codec_compress_dict(&ctx, a, page, PAGE, c, sizeof(c));
+		ck_assert_int_gt(n, 0);
+		ck_assert_int_eq(codec_decompress_dict(&ctx, a, c, (size_t)n, d, PAGE), 0);
+		ck_assert_mem_eq(d, page, PAGE);
+
+		guard_set(d - GUARD, 0);
+		ret = codec_decompress_dict(&ctx, NULL, c, (size_t)n, d, PAGE);
+		ck_assert_msg(ret == 0 || ret == -EINVAL, "%s: no dictionary gave %d",
+			      ctx.ops->name, ret);
+		guard_check(d - GUARD, 0, "decode without the dictionary");
+		if (ret) {
+			none_failed++;
+		} else if (!memcmp(d, page, PAGE)) {
+			none_ok++;
+		} else {
+			/*
+			 * LZ4 without a dictionary refuses every match into
+			 * it: only a page that used none decodes, correctly.
+			 */
+			ck_assert_msg(_i != CODEC_LZ4, "lz4: page %u decoded wrongly without "
+				      "its dictionary", i);
+		}
+		for (o = 0; o < 2; o++) {
+			guard_set(d - GUARD, 0);
+			ret = codec_decompress_dict(&ctx, other[o], c, (size_t)n, d, PAGE);
+			ck_assert_msg(ret == 0 || ret == -EINVAL, "%s: wrong dictionary gave %d",
+				      ctx.ops->name, ret);
+			guard_check(d - GUARD, 0, "decode with the wrong dictionary");
+			if (ret)
+				wrong_failed++;
+			else if (memcmp(d, page, PAGE))
+				wrong_garbled++;
+		}
+		/* The context is unharmed: A still decodes it. */
+		ck_assert_int_eq(codec_decompress_dict(&ctx, a, c, (size_t)n, d, PAGE), 0);
+		ck_assert_mem_eq(d, page, PAGE);
+	}
+	printf("%-5s %u pages compressed with dictionary A: without one %u failed, %u decoded "
+	       "(used none of it); with B or a raw one %u failed, %u decoded to other bytes\n",
+	       ctx.ops->name, N, none_failed, none_ok, wrong_failed, wrong_garbled);
+	/* Pages like the dictionary's samples all use it. */
+	ck_assert_uint_ge(none_failed * 10, N * 9);
+	codec_dict_put(a);
+	codec_dict_put(b);
+	codec_dict_put(r);
+	codec_ctx_fini(&ctx);
+	fence_fini(&df);
+}
+END_TEST
+
+/* Corrupt input decoded with a dictionary: 0 or -EINVAL, nothing written outside. */
+START_TEST(test_dict_corrupt)
+{
+	unsigned char page[PAGE], good[BIG_CAP(PAGE)], bad[BIG_CAP(PAGE)];
+	unsigned int it, iters = fuzz_iters() / 2, rejected = 0;
+	struct codec_dict *dict = dict_setup(_i, DK_TRAINED, 0);
+	struct fence sf, df;
+	struct codec_ctx ctx;
+	unsigned char *d, *exact;
+	size_t bad_len, k;
+	int n = 0, ret;
+
+	fence_init(&sf, sizeof(bad));
+	fence_init(&df, PAGE + GUARD);
+	d = fence_at(&df, PAGE);
+	ctx_setup(&ctx, _i, 0);
+	rng_seed(fuzz_seed() + 24 + (uint64_t)_i);
+	for (it = 0; it < iters; it++) {
+		if (it % 64 == 0) {
+			fill_dictish(page, it / 64);
+			n = codec_compress_dict(&ctx, dict, page, PAGE, good, sizeof(good));
+			ck_assert_int_gt(n, 0);
+		}
+		memcpy(bad, good, (size_t)n);
+		bad_len = (size_t)n;
+		switch (rng_below(3)) {
+		case 0:
+			for (k = 1 + rng_below(8); k > 0; k--)
+				bad[rng_below((unsigned int)n)] ^= (unsigned char)(1u << rng_below(8));
+			break;
+		case 1:
+			bad_len = rng_below((unsigned int)n);
+			break;
+		default:
+			for (k = rng_below((unsigned int)n); k < bad_len; k++)
+				bad[k] = (unsigned char)rng();
+		}
+		exact = fence_at(&sf, bad_len);
+		memcpy(exact, bad, bad_len);
+		guard_set(d - GUARD, 0);
+		ret = codec_decompress_dict(&ctx, dict, exact, bad_len, d, PAGE);
+		ck_assert_msg(ret == 0 || ret == -EINVAL, "%s: corrupt input gave %d",
+			      ctx.ops->name, ret);
+		guard_check(d - GUARD, 0, "decompress corrupt with a dictionary");
+		rejected += ret != 0;
+	}
+	ck_assert_int_eq(codec_decompress_dict(&ctx, dict, good, (size_t)n, d, PAGE), 0);
+	ck_assert_mem_eq(d, page, PAGE);
+	/* Most damage is caught (truncation always is). */
+	ck_assert_uint_ge(rejected * 3, iters);
+	codec_dict_put(dict);
+	codec_ctx_fini(&ctx);
+	fence_fini(&df);
+	fence_fini(&sf);
+}
+END_TEST
+
+/* As test_e2big, with a dictionary: -E2BIG means exactly "does not fit". */
+START_TEST(test_dict_e2big)
+{
+	unsigned char page[PAGE], c[BIG_CAP(PAGE) + GUARD], d[PAGE];
+	struct codec_dict *dict = dict_setup(_i, DK_TRAINED, 0);
+	struct codec_ctx ctx;
+	int i, n, m;
+
+	ctx_setup(&ctx, _i, 0);
+	rng_seed(25);
+	fill_page(page, PAGE, FILL_RANDOM);
+	guard_set(c, PAGE * 3 / 4);
+	ck_assert_int_eq(codec_compress_dict(&ctx, dict, page, PAGE, c, PAGE * 3 / 4), -E2BIG);
+	guard_check(c, PAGE * 3 / 4, "compress random with a dictionary");
+	for (i = 0; i < 200; i++) {
+		fill_page(page, PAGE, (enum fill)rng_below(FILL_COUNT));
+		fill_text(page + rng_below(PAGE / 2), 1 + rng_below(64));
+		n = codec_compress_dict(&ctx, dict, page, PAGE, c, BIG_CAP(PAGE));
+		ck_assert_int_gt(n, 0);
+		guard_set(c, (size_t)n);
+		m = codec_compress_dict(&ctx, dict, page, PAGE, c, (size_t)n);
+		ck_assert_msg(m == n, "%s: page %d: cap %d gave %d", ctx.ops->name, i, n, m);
+		guard_check(c, (size_t)n, "compress exact with a dictionary");
+		ck_assert_int_eq(codec_decompress_dict(&ctx, dict, c, (size_t)n, d, PAGE), 0);
+		ck_assert_mem_eq(page, d, PAGE);
+		guard_set(c, (size_t)n - 1);
+		ck_assert_int_eq(codec_compress_dict(&ctx, dict, page, PAGE, c, (size_t)n - 1),
+				 -E2BIG);
+		guard_check(c, (size_t)n - 1, "compress exact-1 with a dictionary");
+	}
+	codec_dict_put(dict);
+	codec_ctx_fini(&ctx);
+}
+END_TEST
+
+/*
+ * Levels: zstd's dictionary is built for one level and refused at another
+ * (the level a context reports is the one it compresses at), but decodes
+ * at any.  lz4's serves every acceleration, which still takes effect.
+ */
+START_TEST(test_dict_levels)
+{
+	unsigned char page[PAGE], c[BIG_CAP(PAGE)], d[PAGE];
+	struct codec_ctx l3, l9, fast;
+	struct codec_dict *dict;
+	int n, a, b;
+
+	rng_seed(26);
+	fill_dictish(page, 1);
+	dict = dict_setup(CODEC_ZSTD, DK_TRAINED, 0);
+	ck_assert_int_eq(dict->level, 3);
+	codec_dict_put(dict);
+	dict = dict_setup(CODEC_ZSTD, DK_TRAINED, 9);
+	ck_assert_int_eq(dict->level, 9);
+	ctx_setup(&l3, CODEC_ZSTD, 3);
+	ctx_setup(&l9, CODEC_ZSTD, 9);
+	ck_assert_int_eq(codec_compress_dict(&l3, dict, page, PAGE, c, sizeof(c)), -EINVAL);
+	round_trip_dict(&l9, dict, page, PAGE);
+	n = codec_compress_dict(&l9, dict, page, PAGE, c, sizeof(c));
+	ck_assert_int_gt(n, 0);
+	ck_assert_int_eq(codec_decompress_dict(&l3, dict, c, (size_t)n, d, PAGE), 0);
+	ck_assert_mem_eq(page, d, PAGE);
+	codec_dict_put(dict);
+	codec_ctx_fini(&l3);
+	codec_ctx_fini(&l9);
+
+	dict = dict_setup(CODEC_LZ4, DK_TRAINED, 1000);
+	ck_assert_int_eq(dict->level, 0);
+	ctx_setup(&l3, CODEC_LZ4, 1);
+	ctx_setup(&fast, CODEC_LZ4, 1000);
+	fill_page(page, PAGE, FILL_TEXT);
+	a = round_trip_dict(&l3, dict, page, PAGE);
+	b = round_trip_dict(&fast, dict, page, PAGE);
+	ck_assert_int_lt(a, b);
+	n = codec_compress_dict(&fast, dict, page, PAGE, c, sizeof(c));
+	ck_assert_int_eq(codec_decompress_dict(&l3, dict, c, (size_t)n, d, PAGE), 0);
+	ck_assert_mem_eq(page, d, PAGE);
+	codec_dict_put(dict);
+	codec_ctx_fini(&l3);
+	codec_ctx_fini(&fast);
+}
+END_TEST
+
+/*
+ * lz4's template stream: a copy of a stream loaded once compresses exactly
+ * as a stream loaded with LZ4_loadDict for this very page, byte for byte, at
+ * any acceleration, also when the dictionary is longer than LZ4's 64 KiB
+ * window (only its end is used) and when the fresh stream's copy of the
+ * dictionary lies elsewhere in memory.
+ */
+static void lz4_fresh(LZ4_stream_t *st, const unsigned char *dict, size_t len,
+		      const unsigned char *page, char *out, int *n, int accel)
+{
+	size_t use = len > 65536 ? 65536 : len;
+
+	/* A used stream, as a per-page LZ4_loadDict would find it. */
+	ck_assert_int_eq(LZ4_loadDict(st, (const char *)dict + len - use, (int)use), (int)use);
+	*n = LZ4_compress_fast_continue(st, (const char *)page, out, PAGE,
+					LZ4_COMPRESSBOUND(PAGE), accel);
+}
+
+START_TEST(test_dict_lz4_template)
+{
+	enum { N = 200 };
+	static const size_t lens[] = { 8, 100, 4096, 32768, 65535, 65536, 65537, 200000 };
+	char fresh[LZ4_COMPRESSBOUND(PAGE)], tmpl[LZ4_COMPRESSBOUND(PAGE)];
+	unsigned char page[PAGE], *bytes, *elsewhere;
+	LZ4_stream_t *st = LZ4_createStream();
+	struct codec_dict *dict;
+	struct codec_ctx ctx;
+	size_t l;
+	int i, a, b, accel;
+
+	ck_assert_ptr_nonnull(st);
+	bytes = malloc(lens[sizeof(lens) / sizeof(lens[0]) - 1]);
+	elsewhere = malloc(lens[sizeof(lens) / sizeof(lens[0]) - 1]);
+	ck_assert_ptr_nonnull(bytes);
+	ck_assert_ptr_nonnull(elsewhere);
+	rng_seed(27);
+	for (l = 0; l < sizeof(lens) / sizeof(lens[0]); l++) {
+		fill_text(bytes, lens[l]);
+		memcpy(elsewhere, bytes, lens[l]);
+		dict = NULL;
+		ck_assert_int_eq(codec_dict_create(&dict, &codec_lz4, 0, bytes, lens[l]), 0);
+		for (accel = 1; accel <= 17; accel += 16) {
+			ctx_setup(&ctx, CODEC_LZ4, accel);
+			for (i = 0; i < N; i++) {
+				/* mostly text like the dictionary, some of every kind */
+				fill_page(page, PAGE, i % 4 ? FILL_TEXT : (enum fill)(i / 4 % FILL_COUNT));
+				a = codec_compress_dict(&ctx, dict, page, PAGE, tmpl, sizeof(tmpl));
+				lz4_fresh(st, i % 2 ? elsewhere : dict->bytes, lens[l], page, fresh,
+					  &b, accel);
+				ck_assert_int_gt(a, 0);
+				ck_assert_msg(a == b && !memcmp(tmpl, fresh, (size_t)a),
+					      "dictionary of %zu bytes, accel %d, page %d: template "
+					      "stream gave %d bytes, a fresh one %d%s", lens[l], accel,
+					      i, a, b, a == b ? " (different bytes)" : "");
+			}
+			codec_ctx_fini(&ctx);
+		}
+		codec_dict_put(dict);
+	}
+	free(elsewhere);
+	free(bytes);
+	LZ4_freeStream(st);
+}
+END_TEST
+
+/* zstd's page frames carry no dictionary id: the store records the dictionary. */
+START_TEST(test_dict_zstd_frame)
+{
+	unsigned char page[PAGE], c[BIG_CAP(PAGE)], plain[BIG_CAP(PAGE)];
+	struct codec_dict *dict = dict_setup(CODEC_ZSTD, DK_TRAINED, 0);
+	struct codec_ctx ctx;
+	int n, m;
+
+	ck_assert_uint_ne(ZSTD_getDictID_fromDict(dk_bytes[DK_TRAINED], dk_len[DK_TRAINED]), 0);
+	ctx_setup(&ctx, CODEC_ZSTD, 0);
+	rng_seed(28);
+	fill_dictish(page, 1);
+	n = codec_compress_dict(&ctx, dict, page, PAGE, c, sizeof(c));
+	ck_assert_int_gt(n, 0);
+	ck_assert_uint_eq(ZSTD_getDictID_fromFrame(c, (size_t)n), 0);
+	/* and no content size, as without a dictionary */
+	ck_assert(ZSTD_getFrameContentSize(c, (size_t)n) == ZSTD_CONTENTSIZE_UNKNOWN);
+	/* The dictionary was used. */
+	m = codec_compress(&ctx, page, PAGE, plain, sizeof(plain));
+	ck_assert_int_gt(m, n);
+	codec_dict_put(dict);
+	codec_ctx_fini(&ctx);
+}
+END_TEST
+
+/* One dictionary, shared read-only by threads with their own contexts. */
+struct dict_thread_arg {
+	int id;
+	struct codec_dict *dict;	/* a reference of the thread's own */
+	uint64_t seed;
+	int failures;
+};
+
+static void *dict_thread_main(void *p)
+{
+	struct dict_thread_arg *arg = p;
+	unsigned char page[PAGE], c[BIG_CAP(PAGE)], d[PAGE];
+	struct codec_ctx ctx;
+	int it, n;
+
+	if (codec_ctx_init(&ctx, codec_by_id((unsigned int)arg->id), 0)) {
+		arg->failures++;
+		goto out_put;
+	}
+	for (it = 0; it < 300; it++) {
+		struct codec_dict *ref = codec_dict_get(arg->dict);
+		unsigned int k;
+
+		/* text from the shared vocabulary, without the shared rng */
+		for (k = 0; k < PAGE; k++) {
+			arg->seed = arg->seed * 6364136223846793005ull + 1442695040888963407ull;
+			page[k] = (unsigned char)("page swap kernel zswapfs \n"[(arg->seed >> 59) %
+										26]);
+		}
+		n = codec_compress_dict(&ctx, ref, page, PAGE, c, sizeof(c));
+		if (n <= 0 || codec_decompress_dict(&ctx, ref, c, (size_t)n, d, PAGE) ||
+		    memcmp(page, d, PAGE))
+			arg->failures++;
+		codec_dict_put(ref);
+	}
+	codec_ctx_fini(&ctx);
+out_put:
+	/* The last thread to finish frees the dictionary. */
+	codec_dict_put(arg->dict);
+	return NULL;
+}
+
+START_TEST(test_dict_threads)
+{
+	struct dict_thread_arg args[4];
+	struct codec_dict *dict = dict_setup(_i, DK_TRAINED, 0);
+	pthread_t th[4];
+	int t;
+
+	for (t = 0; t < 4; t++) {
+		args[t] = (struct dict_thread_arg){ .id = _i, .seed = (uint64_t)t + 1,
+						    .dict = codec_dict_get(dict) };
+		ck_assert_int_eq(pthread_create(&th[t], NULL, dict_thread_main, &args[t]), 0);
+	}
+	/* The creator lets go while they work. */
+	ck_assert_uint_ge(dict_refs(dict), 2);
+	codec_dict_put(dict);
+	for (t = 0; t < 4; t++) {
+		ck_assert_int_eq(pthread_join(th[t], NULL), 0);
+		ck_assert_int_eq(args[t].failures, 0);
+	}
+}
+END_TEST
+
+START_TEST(test_dict_refs)
+{
+	struct codec_dict *dict = dict_setup(_i, DK_RAW, 0);
+	unsigned char page[PAGE];
+	struct codec_ctx ctx;
+
+	ck_assert_uint_eq(dict_refs(dict), 1);
+	ck_assert_ptr_eq(codec_dict_get(dict), dict);
+	ck_assert_uint_eq(dict_refs(dict), 2);
+	codec_dict_put(dict);
+	ck_assert_uint_eq(dict_refs(dict), 1);
+	/* Still whole after the put of another holder. */
+	ctx_setup(&ctx, _i, 0);
+	rng_seed(29);
+	fill_page(page, PAGE, FILL_TEXT);
+	round_trip_dict(&ctx, dict, page, PAGE);
+	codec_ctx_fini(&ctx);
+	/* The last put frees it (the sanitizer build would report a leak otherwise). */
+	codec_dict_put(dict);
+}
+END_TEST
+
+#ifndef __SANITIZE_ADDRESS__
+/*
+ * No allocation with dictionaries either, in the pattern the store will
+ * have: contexts made long before the dictionary, pages with it, without
+ * it (long enough for zstd to consider shrinking its work space), with
+ * another, then alternating; output that does not fit; decoding each.
+ */
+START_TEST(test_dict_no_alloc)
+{
+	const struct codec_ops *ops = ops_of(_i);
+	unsigned char page[PAGE], c[BIG_CAP(PAGE)], d[PAGE];
+	int levels[2] = { 0, ops->max_level };
+	struct codec_dict *a, *b, *use;
+	struct codec_ctx ctx;
+	long before, allocs;
+	int l, r, n, bad;
+
+	if (_i == CODEC_LZ4)
+		levels[1] = 1000;
+	rng_seed(30);
+	for (l = 0; l < 2; l++) {
+		ctx_setup(&ctx, _i, levels[l]);
+		a = dict_setup(_i, DK_TRAINED, ctx.level);
+		b = dict_setup(_i, DK_OTHER, ctx.level);
+		bad = 0;
+		/* No ck_assert in the loop: check allocates to record each one. */
+		before = alloc_count;
+		for (r = 0; r < 700; r++) {
+			if (r < 150)
+				use = a;
+			else if (r < 450)
+				use = NULL;
+			else if (r < 600)
+				use = b;
+			else
+				use = r % 3 == 0 ? a : r % 3 == 1 ? NULL : b;
+			if (r % 5 == 0)
+				fill_page(page, PAGE, (enum fill)(r / 5 % FILL_COUNT));
+			else
+				fill_dictish(page, (unsigned int)r);
+			n = codec_compress_dict(&ctx, use, page, PAGE, c,
+						r % 2 ? sizeof(c) : PAGE * 3 / 4);
+			if (n < 0) {
+				bad += n != -E2BIG;
+				continue;
+			}
+			bad += codec_decompress_dict(&ctx, use, c, (size_t)n, d, PAGE) != 0;
+			bad += memcmp(page, d, PAGE) != 0;
+			bad += codec_decompress_dict(&ctx, use, c, (size_t)n / 2, d, PAGE) != -EINVAL;
+		}
+		allocs = alloc_count - before;
+		ck_assert_int_eq(bad, 0);
+		ck_assert_msg(allocs == 0, "%s level %d: %ld allocations for 700 pages with "
+			      "dictionaries", ops->name, ctx.level, allocs);
+		codec_dict_put(a);
+		codec_dict_put(b);
+		codec_ctx_fini(&ctx);
+	}
+}
+END_TEST
+#endif
+
 /* ---- timing (printed, not asserted) -------------------------------------------- */
 
 static double now_ns(void)
@@ -903,6 +1546,25 @@ static Suite *codec_suite(void)
 #endif
 	suite_add_tcase(s, tc);
 
+	tc = tcase_create("dict");
+	tcase_set_timeout(tc, 120);
+	tcase_add_test(tc, test_dict_support);
+	tcase_add_test(tc, test_dict_levels);
+	tcase_add_test(tc, test_dict_lz4_template);
+	tcase_add_test(tc, test_dict_zstd_frame);
+	/* lz4 and zstd: the codecs that have dictionaries */
+	tcase_add_loop_test(tc, test_dict_round_trip, 0, 2);
+	tcase_add_loop_test(tc, test_dict_ratio, 0, 2);
+	tcase_add_loop_test(tc, test_dict_wrong, 0, 2);
+	tcase_add_loop_test(tc, test_dict_corrupt, 0, 2);
+	tcase_add_loop_test(tc, test_dict_e2big, 0, 2);
+	tcase_add_loop_test(tc, test_dict_threads, 0, 2);
+	tcase_add_loop_test(tc, test_dict_refs, 0, 2);
+#ifndef __SANITIZE_ADDRESS__
+	tcase_add_loop_test(tc, test_dict_no_alloc, 0, 2);
+#endif
+	suite_add_tcase(s, tc);
+
 	tc = tcase_create("timing");
 	tcase_set_timeout(tc, 120);
 	tcase_add_loop_test(tc, test_timing, 0, CODEC_COUNT);
@@ -912,13 +1574,18 @@ static Suite *codec_suite(void)
 
 int main(void)
 {
-	SRunner *sr = srunner_create(codec_suite());
+	SRunner *sr;
 	int failed;
+
+	dicts_make();
+	sr = srunner_create(codec_suite());
 
 	/* Unbuffered so that the figures printed by forked tests are not lost. */
 	setvbuf(stdout, NULL, _IONBF, 0);
 	srunner_run_all(sr, CK_NORMAL);
 	failed = srunner_ntests_failed(sr);
 	srunner_free(sr);
+	for (int k = 0; k < DK_COUNT; k++)
+		free(dk_bytes[k]);
 	return failed ? EXIT_FAILURE : EXIT_SUCCESS;
 }
