@@ -5,8 +5,10 @@
  * and backing_read() of whatever a file holds at any location.
  *
  * The first byte picks the mode:
- *	even	walk: a 16-aligned start position (2 bytes, in 16-byte
- *		units), then the segment's bytes from there on;
+ *	even	walk: a start position (2 bytes, in 16-byte units: from the
+ *		start of the segment, or with bit 1 of the first byte back
+ *		from its end, where objects must not cross), then the
+ *		segment's bytes from there on;
  *	odd	read: a file offset (4 bytes), a location (4 bytes), a slot
  *		(4 bytes), then the bytes written to the file at that offset.
  *		Bit 1 of the first byte reads at the offset itself.
@@ -81,10 +83,12 @@ int LLVMFuzzerInitialize(int *argc, char ***argv)
 	return 0;
 }
 
-static void fuzz_walk(struct fuzz_in *in)
+static void fuzz_walk(struct fuzz_in *in, bool from_end)
 {
 	unsigned char *buf = fuzz_guarded_at(&gseg, SEG);
-	uint32_t start = 16u * (fuzz_u16(in) % (SEG / 16)), seg = fuzz_u32(in), pos, steps;
+	uint16_t units = fuzz_u16(in);
+	uint32_t start = from_end ? SEG - 16u * (1 + units % 1024) : 16u * (units % (SEG / 16));
+	uint32_t seg = fuzz_u32(in), pos, steps;
 	size_t n = in->left < SEG - start ? in->left : SEG - start;
 	struct backing_object obj;
 
@@ -157,6 +161,6 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	if (how & 1)
 		fuzz_read(&in, how & 2);
 	else
-		fuzz_walk(&in);
+		fuzz_walk(&in, how & 2);
 	return 0;
 }
