@@ -7,7 +7,8 @@
  *   - a command is either parsed (0) or refused with -EINVAL, and a refused
  *     one leaves the output untouched;
  *   - a parsed command is well formed (the fields the policy trusts are in
- *     range) and reads back the same from its canonical text;
+ *     range), its numbers are the ones written (none cut to fit a field),
+ *     and it reads back the same from its canonical text;
  *   - control_run on a refused command asks the policy for nothing, and on a
  *     parsed one asks exactly once, for exactly what was parsed.
  *
@@ -21,6 +22,7 @@
 #include <inttypes.h>
 #include <stdbool.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "control.h"
@@ -152,6 +154,31 @@ static void check_well_formed(const struct control_req *r)
 	}
 }
 
+/* The numbers of the text, read again with strtoull: the parsed ones. */
+static void check_numbers(const char *text, size_t size, const struct control_req *r)
+{
+	char *copy = strndup(text, size), *save, *word;
+	bool first = true;
+
+	fuzz_require(copy);
+	for (word = strtok_r(copy, " \t\n", &save); word; word = strtok_r(NULL, " \t\n", &save)) {
+		const char *num = NULL;
+		uint64_t want = 0;
+
+		if (!strncmp(word, "max_pages=", 10)) {
+			num = word + 10;
+			want = r->op == CONTROL_RECOMPRESS ? r->recomp.max_pages : r->wb.max_pages;
+		} else if (r->op == CONTROL_IDLE && !first && strcmp(word, "all")) {
+			num = word;
+			want = r->idle_secs;
+		}
+		if (num)
+			fuzz_require(strtoull(num, NULL, 10) == want);
+		first = false;
+	}
+	free(copy);
+}
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
 	const char *text = (const char *)data;
@@ -174,6 +201,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		return 0;
 	}
 	check_well_formed(&req);
+	check_numbers(text, size, &req);
 	fuzz_require(ret == 0);
 	fuzz_require(seen.calls == 1);
 	/* The stand-in keeps the fields of its call and zeros: as parsed. */
