@@ -29,11 +29,14 @@ for name in "$@"; do
 	# Inputs large enough for what each harness reads: a command line, a
 	# config file, a compressed page, part of a segment, an op sequence.
 	# Value profiles help find checksums and lengths the data must match.
+	# The store's inputs cost their set-up (a backing file) more than their
+	# length: let them grow sooner than libFuzzer's default.
 	case $name in
 	control) opts="-max_len=300" ;;
 	config) opts="-max_len=4096" ;;
 	codec) opts="-max_len=8192 -use_value_profile=1" ;;
 	backing) opts="-max_len=16384 -use_value_profile=1" ;;
+	store) opts="-max_len=4096 -len_control=20" ;;
 	*) opts="-max_len=8192" ;;
 	esac
 	# Corpus directories after the first are only read.
