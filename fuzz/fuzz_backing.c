@@ -11,7 +11,11 @@
  *		segment's bytes from there on;
  *	odd	read: a file offset (4 bytes), a location (4 bytes), a slot
  *		(4 bytes), then the bytes written to the file at that offset.
- *		Bit 1 of the first byte reads at the offset itself.
+ *		Bit 1 of the first byte reads at the offset itself;
+ *	odd, bit 2: the open segment instead, which reads from memory:
+ *		a count of objects, each a length (2 bytes), a codec and its
+ *		data, appended; then a location (4 bytes) and a slot (4
+ *		bytes) read; the objects are dropped again (backing_abort).
  *
  * Invariants (backing.h):
  *   - the walk moves forward in whole 16-byte steps and stays inside the
@@ -20,6 +24,7 @@
  *   - a read returns 0 or -EIO (counted once in reads or read_errors); on
  *     0 the data lies inside the scratch buffer, is 1..BACKING_MAX_DATA
  *     bytes, and is what the file holds after the object's header;
+ *   - every object appended reads back as it was, and only for its slot;
  *   - nothing is read or written outside the buffers: the segment buffer
  *     ends at a guard page, the scratch buffer is watched by ASan.
  *
@@ -151,6 +156,60 @@ static void fuzz_read(struct fuzz_in *in, bool at_offset)
 	fuzz_require(!memcmp(data, want, len));
 }
 
+/* A read that succeeds stays inside scratch; returns backing_read's value. */
+static int read_checked(uint64_t loc, uint32_t slot, const unsigned char **data,
+			uint16_t *len, uint8_t *codec)
+{
+	int ret = backing_read(b, loc, slot, scratch, (const void **)data, len, codec);
+
+	fuzz_require(ret == 0 || ret == -EIO);
+	if (!ret) {
+		fuzz_require(*len >= 1 && *len <= BACKING_MAX_DATA);
+		fuzz_require(*data >= (unsigned char *)scratch &&
+			     *data + *len <= (unsigned char *)scratch + BACKING_SCRATCH_SIZE);
+	}
+	return ret;
+}
+
+static void fuzz_open_segment(struct fuzz_in *in)
+{
+	static unsigned char obj[BACKING_MAX_DATA];
+	uint8_t count = fuzz_u8(in) % 8, i, codec[8], got_codec;
+	uint16_t len[8], got_len;
+	uint64_t loc[8];
+	const unsigned char *data, *src[8];
+	size_t src_n[8];
+	uint32_t where, slot;
+	size_t n;
+
+	for (i = 0; i < count; i++) {
+		len[i] = (uint16_t)(1 + fuzz_u16(in) % BACKING_MAX_DATA);
+		codec[i] = fuzz_u8(in);
+		n = in->left < len[i] ? in->left : len[i];
+		memset(obj, 0, len[i]);
+		memcpy(obj, in->p, n);
+		src[i] = in->p;
+		src_n[i] = n;
+		in->p += n;
+		in->left -= n;
+		fuzz_require(backing_append(b, 1000 + i, codec[i], obj, len[i], &loc[i]) == 0);
+		fuzz_require(loc[i] % 16 == 0 && loc[i] < SEG);
+	}
+	where = fuzz_u32(in);
+	slot = fuzz_u32(in);
+	/* Each object: as appended, for its slot only. */
+	for (i = 0; i < count; i++) {
+		fuzz_require(read_checked(loc[i], 1000 + i, &data, &got_len, &got_codec) == 0);
+		fuzz_require(got_len == len[i] && got_codec == codec[i]);
+		fuzz_require(!memcmp(data, src[i], src_n[i]));
+		memset(obj, 0, len[i]);
+		fuzz_require(!memcmp(data + src_n[i], obj, len[i] - src_n[i]));
+		fuzz_require(read_checked(loc[i], 2000 + i, &data, &got_len, &got_codec) == -EIO);
+	}
+	read_checked(where % (2 * SEG), slot, &data, &got_len, &got_codec);
+	backing_abort(b);
+}
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
 	struct fuzz_in in = { data, size };
@@ -158,7 +217,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 
 	if (!b)
 		LLVMFuzzerInitialize(NULL, NULL);
-	if (how & 1)
+	if ((how & 5) == 5)
+		fuzz_open_segment(&in);
+	else if (how & 1)
 		fuzz_read(&in, how & 2);
 	else
 		fuzz_walk(&in, how & 2);
