@@ -14,7 +14,8 @@
  *     with a message, and leave the config exactly as it was;
  *   - after a success every setting is in its documented range and the
  *     strings are terminated; config_validate either accepts the result or
- *     says why not;
+ *     says why not; a string setting in a file is what libconfig reads
+ *     there, whole (a path cut short names another file);
  *   - config_parse_size agrees with a second, plain reading of the grammar
  *     ("4096", "512M", "4GB", "25%"), and leaves *out alone on an error.
  */
@@ -23,7 +24,9 @@
 #endif
 #include <ctype.h>
 #include <errno.h>
+#include <libconfig.h>
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -98,6 +101,29 @@ static void check_validate(const struct zs_config *c)
 		check_message(err, sizeof(err));
 }
 
+/* The file's string settings, as libconfig reads them, are the config's. */
+static void check_strings(const struct zs_config *c)
+{
+	static const struct {
+		const char *key;
+		size_t offset;
+	} strings[] = {
+		{ "algorithm", offsetof(struct zs_config, algorithm) },
+		{ "recompress.algorithm", offsetof(struct zs_config, recompress_algorithm) },
+		{ "writeback.backing_file", offsetof(struct zs_config, writeback_backing_file) },
+	};
+	const char *text;
+	config_t lc;
+	size_t i;
+
+	config_init(&lc);
+	fuzz_require(config_read_file(&lc, memfd_path));
+	for (i = 0; i < sizeof(strings) / sizeof(strings[0]); i++)
+		if (config_lookup_string(&lc, strings[i].key, &text))
+			fuzz_require(!strcmp((const char *)c + strings[i].offset, text));
+	config_destroy(&lc);
+}
+
 static void fuzz_file(const uint8_t *data, size_t size)
 {
 	struct zs_config cfg, before;
@@ -120,6 +146,7 @@ static void fuzz_file(const uint8_t *data, size_t size)
 		return;
 	}
 	check_config(&cfg);
+	check_strings(&cfg);
 	check_validate(&cfg);
 }
 

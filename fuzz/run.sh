@@ -33,7 +33,7 @@ for name in "$@"; do
 	# length: let them grow sooner than libFuzzer's default.
 	case $name in
 	control) opts="-max_len=300" ;;
-	config) opts="-max_len=4096" ;;
+	config) opts="-max_len=4096 -use_value_profile=1" ;;
 	codec) opts="-max_len=8192 -use_value_profile=1" ;;
 	backing) opts="-max_len=16384 -use_value_profile=1" ;;
 	store) opts="-max_len=4096 -len_control=20" ;;
