@@ -3,9 +3,11 @@
 #
 # Install what is needed, build, and run the whole test suite: unit tests
 # and the integration tests against real mounts (as root), once in a normal
-# build and once with AddressSanitizer and UBSan; `make distcheck` then
-# checks that the tarball builds, tests and installs.  .ci/run runs exactly
-# this.  Builds go to build/ and build-san/ beside the sources.
+# build and once with AddressSanitizer and UBSan; then a short pass of the
+# libFuzzer harnesses (clang, FUZZ_SECONDS each, 20 by default); `make
+# distcheck` then checks that the tarball builds, tests and installs.
+# .ci/run runs exactly this.  Builds go to build/, build-san/ and
+# build-fuzz/ beside the sources.
 set -eu
 top=$(cd "$(dirname "$0")/.." && pwd)
 cd "$top"
@@ -19,7 +21,7 @@ run_check() {
 }
 
 echo "=== normal build"
-rm -rf build build-san
+rm -rf build build-san build-fuzz
 mkdir build
 (cd build && ../configure && make -j"$(nproc)" && run_check)
 
@@ -29,8 +31,15 @@ export ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktra
 (cd build-san && ../configure --enable-sanitizers && make -j"$(nproc)" && run_check)
 unset ASAN_OPTIONS UBSAN_OPTIONS
 
+echo "=== fuzzing (libFuzzer, ${FUZZ_SECONDS:-20} s a harness)"
+# A bounded pass from the seed corpus and the kept cases: it finds what a
+# change breaks near known inputs; long runs are `make fuzz FUZZ_SECONDS=600`.
+mkdir build-fuzz
+(cd build-fuzz && ../configure CC=clang --enable-fuzzing &&
+	make -j"$(nproc)" fuzz FUZZ_SECONDS="${FUZZ_SECONDS:-20}")
+
 echo "=== distcheck"
 # The integration tests ran twice above; in the tarball the unit tests say
 # whether it builds and works.
-(cd build && make distcheck TESTS="tests/check_codec tests/check_dict tests/check_arena tests/check_store tests/check_config tests/check_recompress tests/check_backing tests/check_writeback tests/check_uring")
+(cd build && make distcheck TESTS="$(make -s print-unit-tests)")
 echo "run-tests: all passed"

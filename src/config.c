@@ -291,24 +291,29 @@ void config_defaults(struct zs_config *cfg)
 }
 
 /* The value of a libconfig setting as text, so that the file and mount
- * options go through the same parser. */
+ * options go through the same parser.  -E2BIG when it does not fit: cut
+ * short, a path would name another file. */
 static int setting_text(const config_setting_t *cs, char *buf, size_t len)
 {
+	int n;
+
 	switch (config_setting_type(cs)) {
 	case CONFIG_TYPE_INT:
-		snprintf(buf, len, "%d", config_setting_get_int(cs));
-		return 0;
+		n = snprintf(buf, len, "%d", config_setting_get_int(cs));
+		break;
 	case CONFIG_TYPE_INT64:
-		snprintf(buf, len, "%lld", config_setting_get_int64(cs));
-		return 0;
+		n = snprintf(buf, len, "%lld", config_setting_get_int64(cs));
+		break;
 	case CONFIG_TYPE_STRING:
-		snprintf(buf, len, "%s", config_setting_get_string(cs));
-		return 0;
+		n = snprintf(buf, len, "%s", config_setting_get_string(cs));
+		break;
 	case CONFIG_TYPE_BOOL:
-		snprintf(buf, len, "%s", config_setting_get_bool(cs) ? "true" : "false");
-		return 0;
+		n = snprintf(buf, len, "%s", config_setting_get_bool(cs) ? "true" : "false");
+		break;
+	default:
+		return -EINVAL;
 	}
-	return -EINVAL;
+	return n >= 0 && (size_t)n < len ? 0 : -E2BIG;
 }
 
 static int load_group(struct zs_config *cfg, const config_setting_t *group, const char *prefix,
@@ -328,8 +333,10 @@ static int load_group(struct zs_config *cfg, const config_setting_t *group, cons
 
 			snprintf(sub, sizeof(sub), "%s.", name);
 			err = load_group(cfg, cs, sub, path, errbuf, errlen);
-		} else if (setting_text(cs, value, sizeof(value))) {
-			snprintf(errbuf, errlen, "%s: %s: expected a number or a string", where, name);
+		} else if ((err = setting_text(cs, value, sizeof(value)))) {
+			snprintf(errbuf, errlen, "%s: %s: %s", where, name,
+				 err == -E2BIG ? "the value is too long" :
+						 "expected a number or a string");
 			err = -EINVAL;
 		} else {
 			err = config_set(cfg, name, value, where, errbuf, errlen);

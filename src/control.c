@@ -15,7 +15,8 @@
 struct control_cmd {
 	const char *name;
 	int min_args, max_args;		/* words after the name */
-	int (*run)(struct policy *pol, int argc, char **argv);
+	/* Fill *req from the words; touch nothing else.  0 or -EINVAL. */
+	int (*parse)(int argc, char **argv, struct control_req *req);
 	const char *usage;
 };
 
@@ -42,29 +43,30 @@ static int parse_u64(const char *text, uint64_t max, uint64_t *out)
 	return 0;
 }
 
-static int cmd_compact(struct policy *pol, int argc, char **argv)
+static int parse_compact(int argc, char **argv, struct control_req *req)
 {
-	policy_request_compact(pol);
+	req->op = CONTROL_COMPACT;
 	return 0;
 }
 
 /* idle all | idle SECONDS */
-static int cmd_idle(struct policy *pol, int argc, char **argv)
+static int parse_idle(int argc, char **argv, struct control_req *req)
 {
 	uint64_t secs;
 
+	req->op = CONTROL_IDLE;
 	if (!strcmp(argv[0], "all")) {
-		policy_mark_idle(pol, true, 0);
+		req->idle_all = true;
 		return 0;
 	}
 	if (parse_u64(argv[0], UINT32_MAX, &secs))
 		return -EINVAL;
-	policy_mark_idle(pol, false, (uint32_t)secs);
+	req->idle_secs = (uint32_t)secs;
 	return 0;
 }
 
 /* recompress [type=idle|huge|huge_idle] [threshold=BYTES] [max_pages=N] */
-static int cmd_recompress(struct policy *pol, int argc, char **argv)
+static int parse_recompress(int argc, char **argv, struct control_req *req)
 {
 	static const struct {
 		const char *name;
@@ -74,11 +76,12 @@ static int cmd_recompress(struct policy *pol, int argc, char **argv)
 		{ "huge", POLICY_RECOMP_HUGE },
 		{ "huge_idle", POLICY_RECOMP_HUGE_IDLE },
 	};
-	struct policy_recomp_request req = { .type = POLICY_RECOMP_ALL };
 	bool seen_type = false, seen_threshold = false, seen_max = false;
 	const char *v;
 	int i;
 
+	req->op = CONTROL_RECOMPRESS;
+	req->recomp.type = POLICY_RECOMP_ALL;
 	for (i = 0; i < argc; i++) {
 		if ((v = arg_value(argv[i], "type")) && !seen_type) {
 			size_t t;
@@ -88,28 +91,29 @@ static int cmd_recompress(struct policy *pol, int argc, char **argv)
 					break;
 			if (t == sizeof(types) / sizeof(types[0]))
 				return -EINVAL;
-			req.type = types[t].type;
+			req->recomp.type = types[t].type;
 			seen_type = true;
 		} else if ((v = arg_value(argv[i], "threshold")) && !seen_threshold) {
 			uint64_t bytes;
 
 			if (config_parse_size(v, false, &bytes) || bytes == 0 || bytes >= 4096)
 				return -EINVAL;
-			req.threshold = (size_t)bytes;
+			req->recomp.threshold = (size_t)bytes;
 			seen_threshold = true;
 		} else if ((v = arg_value(argv[i], "max_pages")) && !seen_max) {
-			if (parse_u64(v, UINT64_MAX, &req.max_pages) || req.max_pages == 0)
+			if (parse_u64(v, UINT64_MAX, &req->recomp.max_pages) ||
+			    req->recomp.max_pages == 0)
 				return -EINVAL;
 			seen_max = true;
 		} else {
 			return -EINVAL;
 		}
 	}
-	return policy_request_recompress(pol, &req);
+	return 0;
 }
 
 /* writeback idle|huge|huge_idle|all [max_pages=N] */
-static int cmd_writeback(struct policy *pol, int argc, char **argv)
+static int parse_writeback(int argc, char **argv, struct control_req *req)
 {
 	static const struct {
 		const char *name;
@@ -120,37 +124,38 @@ static int cmd_writeback(struct policy *pol, int argc, char **argv)
 		{ "huge_idle", POLICY_WB_HUGE_IDLE },
 		{ "all", POLICY_WB_ALL },
 	};
-	struct policy_wb_request req = { 0 };
 	const char *v;
 	size_t t;
 
+	req->op = CONTROL_WRITEBACK;
 	for (t = 0; t < sizeof(types) / sizeof(types[0]); t++)
 		if (!strcmp(argv[0], types[t].name))
 			break;
 	if (t == sizeof(types) / sizeof(types[0]))
 		return -EINVAL;
-	req.type = types[t].type;
+	req->wb.type = types[t].type;
 	if (argc == 2) {
 		v = arg_value(argv[1], "max_pages");
-		if (!v || parse_u64(v, UINT64_MAX, &req.max_pages) || req.max_pages == 0)
+		if (!v || parse_u64(v, UINT64_MAX, &req->wb.max_pages) || req->wb.max_pages == 0)
 			return -EINVAL;
 	}
-	return policy_request_writeback(pol, &req);
+	return 0;
 }
 
 /* One line per command users can name; help and the man page follow it. */
 static const struct control_cmd commands[] = {
-	{ "compact", 0, 0, cmd_compact, "compact" },
-	{ "idle", 1, 1, cmd_idle, "idle all|SECONDS" },
-	{ "recompress", 0, 3, cmd_recompress,
+	{ "compact", 0, 0, parse_compact, "compact" },
+	{ "idle", 1, 1, parse_idle, "idle all|SECONDS" },
+	{ "recompress", 0, 3, parse_recompress,
 	  "recompress [type=idle|huge|huge_idle] [threshold=BYTES] [max_pages=N]" },
-	{ "writeback", 1, 2, cmd_writeback, "writeback idle|huge|huge_idle|all [max_pages=N]" },
+	{ "writeback", 1, 2, parse_writeback, "writeback idle|huge|huge_idle|all [max_pages=N]" },
 };
 
-int control_run(struct policy *pol, const char *text, size_t len)
+int control_parse(const char *text, size_t len, struct control_req *out)
 {
 	char line[CONTROL_MAX_LEN + 1], *argv[CONTROL_MAX_ARGS + 1], *save, *word;
-	int argc = 0;
+	struct control_req req;
+	int argc = 0, err;
 	size_t i;
 
 	if (len > CONTROL_MAX_LEN || memchr(text, '\0', len))
@@ -178,7 +183,40 @@ int control_run(struct policy *pol, const char *text, size_t len)
 			continue;
 		if (argc - 1 < c->min_args || argc - 1 > c->max_args)
 			return -EINVAL;
-		return c->run(pol, argc - 1, argv + 1);
+		/* Parsed into a copy: a command refused half-way leaves *out alone. */
+		memset(&req, 0, sizeof(req));
+		err = c->parse(argc - 1, argv + 1, &req);
+		if (!err)
+			*out = req;
+		return err;
 	}
 	return -EINVAL;
+}
+
+int control_exec(struct policy *pol, const struct control_req *req)
+{
+	switch (req->op) {
+	case CONTROL_COMPACT:
+		policy_request_compact(pol);
+		return 0;
+	case CONTROL_IDLE:
+		policy_mark_idle(pol, req->idle_all, req->idle_secs);
+		return 0;
+	case CONTROL_RECOMPRESS:
+		return policy_request_recompress(pol, &req->recomp);
+	case CONTROL_WRITEBACK:
+		return policy_request_writeback(pol, &req->wb);
+	}
+	return -EINVAL;
+}
+
+int control_run(struct policy *pol, const char *text, size_t len)
+{
+	struct control_req req;
+	int err;
+
+	err = control_parse(text, len, &req);
+	if (err)
+		return err;
+	return control_exec(pol, &req);
 }

@@ -8,11 +8,37 @@
 #ifndef ZSWAPFS_CONTROL_H
 #define ZSWAPFS_CONTROL_H
 
+#include <stdbool.h>
 #include <stddef.h>
+#include <stdint.h>
 
-struct policy;
+#include "policy.h"
 
-/* Run one command line (a trailing newline is allowed).  0 or -errno. */
+enum control_op {
+	CONTROL_COMPACT,
+	CONTROL_IDLE,
+	CONTROL_RECOMPRESS,
+	CONTROL_WRITEBACK,
+};
+
+/* A parsed command: op, and the fields of that op (the others are 0). */
+struct control_req {
+	enum control_op op;
+	bool idle_all;				/* CONTROL_IDLE: `idle all` */
+	uint32_t idle_secs;			/* CONTROL_IDLE: `idle SECONDS` */
+	struct policy_recomp_request recomp;	/* CONTROL_RECOMPRESS */
+	struct policy_wb_request wb;		/* CONTROL_WRITEBACK */
+};
+
+/*
+ * Parse one command line (a trailing newline is allowed) of len bytes, not
+ * NUL-terminated.  Pure: no state is read or changed but *req.  0 and *req
+ * filled, or -EINVAL with *req untouched.
+ */
+int control_parse(const char *text, size_t len, struct control_req *req);
+/* Hand a parsed command to the policy thread.  0 or -errno (-EBUSY, ...). */
+int control_exec(struct policy *pol, const struct control_req *req);
+/* control_parse, then control_exec when it parsed. */
 int control_run(struct policy *pol, const char *text, size_t len);
 
 #endif

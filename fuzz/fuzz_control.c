@@ -1,0 +1,220 @@
+/* SPDX-License-Identifier: GPL-2.0-or-later */
+/*
+ * Fuzz the control file's command parser (control_parse) and what
+ * control_run hands on.
+ *
+ * Invariants:
+ *   - a command is either parsed (0) or refused with -EINVAL, and a refused
+ *     one leaves the output untouched;
+ *   - a parsed command is well formed (the fields the policy trusts are in
+ *     range), its numbers are the ones written (none cut to fit a field),
+ *     and it reads back the same from its canonical text;
+ *   - control_run on a refused command asks the policy for nothing, and on a
+ *     parsed one asks exactly once, for exactly what was parsed.
+ *
+ * For the last one this file stands in for the policy thread: it defines
+ * the four entry points control.c calls, and counts the calls.  The link
+ * takes these before libzswapfs.a, whose policy.o is then never pulled in
+ * (nothing else here needs it); should control.c ever call more of the
+ * policy, the link fails loudly on the duplicates.
+ */
+#include <errno.h>
+#include <inttypes.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "control.h"
+#include "fuzz.h"
+#include "policy.h"
+
+static struct {
+	unsigned int calls;
+	struct control_req last;	/* what the calls asked for */
+} seen;
+
+int policy_request_recompress(struct policy *pol, const struct policy_recomp_request *req)
+{
+	seen.calls++;
+	seen.last.op = CONTROL_RECOMPRESS;
+	seen.last.recomp = *req;
+	return 0;
+}
+
+void policy_request_compact(struct policy *pol)
+{
+	seen.calls++;
+	seen.last.op = CONTROL_COMPACT;
+}
+
+int policy_request_writeback(struct policy *pol, const struct policy_wb_request *req)
+{
+	seen.calls++;
+	seen.last.op = CONTROL_WRITEBACK;
+	seen.last.wb = *req;
+	return 0;
+}
+
+void policy_mark_idle(struct policy *pol, bool all, uint32_t seconds)
+{
+	seen.calls++;
+	seen.last.op = CONTROL_IDLE;
+	seen.last.idle_all = all;
+	seen.last.idle_secs = seconds;
+}
+
+static bool req_equal(const struct control_req *a, const struct control_req *b)
+{
+	return a->op == b->op && a->idle_all == b->idle_all && a->idle_secs == b->idle_secs &&
+	       a->recomp.type == b->recomp.type && a->recomp.threshold == b->recomp.threshold &&
+	       a->recomp.max_pages == b->recomp.max_pages && a->wb.type == b->wb.type &&
+	       a->wb.max_pages == b->wb.max_pages;
+}
+
+/* The canonical text of a parsed command; its length. */
+static size_t req_format(const struct control_req *r, char *buf, size_t len)
+{
+	static const char *const rtypes[] = {
+		[POLICY_RECOMP_IDLE] = "idle", [POLICY_RECOMP_HUGE] = "huge",
+		[POLICY_RECOMP_HUGE_IDLE] = "huge_idle",
+	};
+	static const char *const wtypes[] = {
+		[POLICY_WB_IDLE] = "idle", [POLICY_WB_HUGE] = "huge",
+		[POLICY_WB_HUGE_IDLE] = "huge_idle", [POLICY_WB_ALL] = "all",
+	};
+	int n = 0;
+
+	switch (r->op) {
+	case CONTROL_COMPACT:
+		n = snprintf(buf, len, "compact");
+		break;
+	case CONTROL_IDLE:
+		if (r->idle_all)
+			n = snprintf(buf, len, "idle all");
+		else
+			n = snprintf(buf, len, "idle %" PRIu32, r->idle_secs);
+		break;
+	case CONTROL_RECOMPRESS:
+		n = snprintf(buf, len, "recompress");
+		if (r->recomp.type != POLICY_RECOMP_ALL)
+			n += snprintf(buf + n, len - (size_t)n, " type=%s", rtypes[r->recomp.type]);
+		if (r->recomp.threshold)
+			n += snprintf(buf + n, len - (size_t)n, " threshold=%zu",
+				      r->recomp.threshold);
+		if (r->recomp.max_pages)
+			n += snprintf(buf + n, len - (size_t)n, " max_pages=%" PRIu64,
+				      r->recomp.max_pages);
+		break;
+	case CONTROL_WRITEBACK:
+		n = snprintf(buf, len, "writeback %s", wtypes[r->wb.type]);
+		if (r->wb.max_pages)
+			n += snprintf(buf + n, len - (size_t)n, " max_pages=%" PRIu64,
+				      r->wb.max_pages);
+		break;
+	}
+	fuzz_require(n > 0 && (size_t)n < len);
+	return (size_t)n;
+}
+
+/* What the policy relies on, whatever the text was. */
+static void check_well_formed(const struct control_req *r)
+{
+	struct control_req zero;
+
+	memset(&zero, 0, sizeof(zero));
+	switch (r->op) {
+	case CONTROL_COMPACT:
+		zero.op = r->op;
+		fuzz_require(req_equal(r, &zero));
+		break;
+	case CONTROL_IDLE:
+		fuzz_require(!(r->idle_all && r->idle_secs));
+		zero.op = r->op;
+		zero.idle_all = r->idle_all;
+		zero.idle_secs = r->idle_secs;
+		fuzz_require(req_equal(r, &zero));
+		break;
+	case CONTROL_RECOMPRESS:
+		fuzz_require(r->recomp.type <= POLICY_RECOMP_HUGE_IDLE);
+		/* 0 (the configured threshold) or a saving smaller than a page */
+		fuzz_require(r->recomp.threshold < 4096);
+		zero.op = r->op;
+		zero.recomp = r->recomp;
+		fuzz_require(req_equal(r, &zero));
+		break;
+	case CONTROL_WRITEBACK:
+		fuzz_require(r->wb.type <= POLICY_WB_ALL);
+		zero.op = r->op;
+		zero.wb = r->wb;
+		fuzz_require(req_equal(r, &zero));
+		break;
+	default:
+		fuzz_require(!"unknown op");
+	}
+}
+
+/* The numbers of the text, read again with strtoull: the parsed ones. */
+static void check_numbers(const char *text, size_t size, const struct control_req *r)
+{
+	char *copy = strndup(text, size), *save, *word;
+	bool first = true;
+
+	fuzz_require(copy);
+	for (word = strtok_r(copy, " \t\n", &save); word; word = strtok_r(NULL, " \t\n", &save)) {
+		const char *num = NULL;
+		uint64_t want = 0;
+
+		if (!strncmp(word, "max_pages=", 10)) {
+			num = word + 10;
+			want = r->op == CONTROL_RECOMPRESS ? r->recomp.max_pages : r->wb.max_pages;
+		} else if (r->op == CONTROL_IDLE && !first && strcmp(word, "all")) {
+			num = word;
+			want = r->idle_secs;
+		}
+		if (num)
+			fuzz_require(strtoull(num, NULL, 10) == want);
+		first = false;
+	}
+	free(copy);
+}
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
+{
+	const char *text = (const char *)data;
+	struct control_req req, again, untouched;
+	char canon[512];
+	size_t n;
+	int err, ret;
+
+	memset(&untouched, 0xa5, sizeof(untouched));
+	req = untouched;
+	err = control_parse(text, size, &req);
+	fuzz_require(err == 0 || err == -EINVAL);
+
+	memset(&seen, 0, sizeof(seen));
+	ret = control_run(NULL, text, size);
+	if (err) {
+		fuzz_require(!memcmp(&req, &untouched, sizeof(req)));
+		fuzz_require(ret == err);
+		fuzz_require(seen.calls == 0);
+		return 0;
+	}
+	check_well_formed(&req);
+	check_numbers(text, size, &req);
+	fuzz_require(ret == 0);
+	fuzz_require(seen.calls == 1);
+	/* The stand-in keeps the fields of its call and zeros: as parsed. */
+	fuzz_require(req_equal(&seen.last, &req));
+
+	/* The canonical text means the same, with or without echo's newline. */
+	n = req_format(&req, canon, sizeof(canon) - 1);
+	memset(&again, 0, sizeof(again));
+	fuzz_require(control_parse(canon, n, &again) == 0);
+	fuzz_require(req_equal(&req, &again));
+	canon[n++] = '\n';
+	memset(&again, 0, sizeof(again));
+	fuzz_require(control_parse(canon, n, &again) == 0);
+	fuzz_require(req_equal(&req, &again));
+	return 0;
+}
