@@ -28,7 +28,10 @@
  * The key lives alone in an anonymous page of its own: mlock'ed (never
  * written to swap: that would be the very leak we exist to prevent, and to
  * a device that may be our own), MADV_DONTDUMP (not in core dumps), and
- * wiped before the page is unmapped.
+ * wiped before the page is unmapped.  A fork (fuse_daemonize) keeps
+ * MADV_DONTDUMP but not the lock (mlock(2)): the daemon's mlockall, right
+ * after it, locks the page again, with the contexts' key schedules, which
+ * live in libcrypto's heap.
  */
 struct seal_key {
 	unsigned char key[SEAL_KEY_SIZE];

@@ -1093,7 +1093,7 @@ START_TEST(test_daily_budget)
 END_TEST
 
 /*
- * The budget counts what goes to the file (16-byte header and padding per
+ * The budget counts what goes to the file (32-byte header and padding per
  * object), not only the objects' bytes: with small objects that is most of
  * it, and writeback.daily_limit is never passed.
  */
