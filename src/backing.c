@@ -435,8 +435,10 @@ static int check_header(int fd, const char *path, char *err, size_t errlen)
 		n = pread(fd, block, sizeof(block), 0);
 	while (n < 0 && errno == EINTR);
 	if (n < 0) {
-		set_err(err, errlen, "backing file %s: read: %s", path, strerror(errno));
-		return -errno;
+		int e = errno;
+
+		set_err(err, errlen, "backing file %s: read: %s", path, strerror(e));
+		return -e;
 	}
 	if ((size_t)n < sizeof(h) || memcmp(block, FILE_MAGIC, FILE_MAGIC_LEN)) {
 		set_err(err, errlen, "backing file %s is not empty and is not a zswapfs backing "
@@ -738,8 +740,8 @@ struct backing *backing_open(const char *path, uint64_t max_size, enum seal_ciph
 		b->wctx = b->key ? seal_ctx_create(b->key) : NULL;
 		if (!b->wctx) {
 			e = errno;
-			set_err(err, errlen, "backing file %s: cannot make its %s key: %s", path,
-				seal_cipher_name(cipher), strerror(e));
+			set_err(err, errlen, "backing file %s: cannot make a key to seal it with "
+				"(%s): %s", path, seal_cipher_name(cipher), strerror(e));
 			backing_free_mem(b);
 			errno = e;
 			return NULL;
