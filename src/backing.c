@@ -2,15 +2,23 @@
 /*
  * backing: segments of the backing file.
  *
+ * File layout: segment s is the file's bytes [s * SEG, (s + 1) * SEG); the
+ * first block of segment 0 holds the file header (struct file_hdr), so
+ * segment 0's objects start at BACKING_FILE_HDR_SIZE.  A location is an
+ * object's offset in the file.
+ *
  * Object layout in a segment, every object 16-byte aligned:
  *
- *	0      4      8      12     14      15      16              16+len
- *	| magic | crc | slot | len  | codec | flags | data ...      | pad to 16 |
+ *	0       4     8      12    14      15      16    32             32+len
+ *	| magic | crc | slot | len | codec | flags | tag | data ...     | pad to 16 |
  *
- * The crc covers the data and then bytes 8..15 of the header, so a flipped
- * len or codec is caught too, not only damaged data.  An object costs
- * round_up(16 + len, 16) bytes of its segment; that is what live bytes
- * count.
+ * Sealed (flags OBJ_SEALED): data is encrypted; tag is the AEAD tag over the
+ * data and, as authenticated data, the location and header bytes 0..3 and
+ * 8..15; the nonce is (the segment's sequence, the offset in the segment);
+ * crc is 0.  Plain (flags 0): crc is the CRC-32C of the data, header bytes
+ * 8..15 and the location, so a flipped len or codec or a moved object is
+ * caught too; tag is zeros.  An object costs round_up(32 + len, 16) bytes of
+ * its segment; that is what live bytes count.
  *
  * Segment states:
  *	FREE	  a hole in the file (or past its end); may be opened.
@@ -21,22 +29,35 @@
  *	FULL	  written; holds live objects.
  *	PUNCHING  written, all objects dead, hole being punched: not reusable
  *		  until that is done, so a punch never lands on new data.
- * An OPEN segment whose objects all die stays OPEN (its flush then writes
- * nothing); a FULL one becomes PUNCHING, then FREE.
+ * An OPEN segment whose objects all die stays OPEN (its flush then starts
+ * it again, under a new sequence, and writes nothing); a FULL one becomes
+ * PUNCHING, then FREE.
  *
- * Locking.  b->lock guards the segment table, the open segment's fill level
- * and the byte counts.  It is never held across I/O: a flush marks the
- * segment as flushing and writes b->buf unlocked, which is safe because the
- * writer (the only one who changes b->buf) is the thread doing the flush,
- * while readers only copy bytes already appended.  Reads of written
- * segments take the lock only to learn that the object is not in b->buf.
+ * Sequences.  b->seq[seg] is the number the segment got when it was last
+ * opened or started again (b->next_seq counts them; 64 bits never wrap).
+ * Each offset of a segment is filled at most once per sequence: appends
+ * only move forward, a restart takes a new sequence, and an abort that
+ * cannot take one (objects of this sequence are on disk already) closes the
+ * segment instead of filling the dropped places again.  So (sequence,
+ * offset), the nonce, never repeats under the key.
+ *
+ * Locking.  b->lock guards the segment table, the sequences, the open
+ * segment's fill level and the byte counts.  It is never held across I/O
+ * or sealing: an append seals into b->buf past b->used and only then takes
+ * the lock to publish it, and a flush marks the segment as flushing and
+ * writes b->buf unlocked; both are safe because the writer (the only one
+ * who changes b->buf or moves b->used) is the thread doing them, while
+ * readers only copy bytes below b->used.  Reads of written segments take
+ * the lock only to learn the sequence and that the object is not in b->buf.
  */
 #ifndef _GNU_SOURCE
 #define _GNU_SOURCE
 #endif
 #include <assert.h>
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <limits.h>
 #include <pthread.h>
 #include <stdarg.h>
 #include <stdatomic.h>
@@ -46,13 +67,23 @@
 #include <string.h>
 #include <sys/file.h>
 #include <sys/stat.h>
+#include <sys/statfs.h>
+#include <sys/sysmacros.h>
 #include <unistd.h>
 
 #include "backing.h"
 #include "crc32c.h"
+#include "seal.h"
 
 #define BACKING_MAGIC	0x4b42575au	/* "ZWBK" in a little-endian dump */
+#define OBJ_SEALED	0x01		/* flags: data encrypted, tag set */
 #define NO_SEG		UINT32_MAX
+/* The file header's first bytes: `head -1` says what the file is. */
+#define FILE_MAGIC	"zswapfs backing\n"
+#define FILE_MAGIC_LEN	16
+/* A reader's buffer: header and data (at most 32 + 4096 bytes) of an object
+ * starting at most 4080 bytes into a block end within the third block. */
+#define READER_BUF	(3 * BACKING_ALIGN)
 
 enum seg_state { SEG_FREE, SEG_OPEN, SEG_FULL, SEG_PUNCHING };
 
@@ -62,31 +93,52 @@ struct backing_hdr {
 	uint32_t slot;
 	uint16_t len;
 	uint8_t codec;
-	uint8_t flags;		/* 0; room for later use */
+	uint8_t flags;
+	uint8_t tag[SEAL_TAG_SIZE];
 };
 _Static_assert(sizeof(struct backing_hdr) == BACKING_HDR_SIZE, "header size");
-_Static_assert(BACKING_SCRATCH_SIZE >= BACKING_ALIGN - 16 + BACKING_HDR_SIZE + BACKING_MAX_DATA,
-	       "scratch covers the worst-placed object");
+_Static_assert(READER_BUF >= BACKING_ALIGN - 16 + BACKING_HDR_SIZE + BACKING_MAX_DATA,
+	       "a reader's buffer covers the worst-placed object");
 _Static_assert(BACKING_SEG_SIZE % BACKING_ALIGN == 0, "segments are whole blocks");
+_Static_assert(sizeof(FILE_MAGIC) - 1 == FILE_MAGIC_LEN, "file magic");
+
+/* The first bytes of the file header block; the rest is a note and zeros. */
+struct file_hdr {
+	char magic[FILE_MAGIC_LEN];
+	uint32_t version;		/* BACKING_FILE_VERSION */
+	uint32_t hdr_size;		/* BACKING_FILE_HDR_SIZE */
+	uint32_t seg_size;		/* BACKING_SEG_SIZE */
+	uint32_t reserved;
+};
+#define FILE_NOTE_OFF	64
+static const char file_note[] =
+	"This is the backing file of a zswapfs daemon: cold swapped-out pages,\n"
+	"compressed and, by default, sealed with a key that only the running daemon\n"
+	"knows.  It is emptied (down to this header) when the daemon stops.\n";
+_Static_assert(FILE_NOTE_OFF + sizeof(file_note) <= BACKING_FILE_HDR_SIZE, "note fits");
 
 struct backing {
 	int fd;
 	uint32_t nr_segs;
 	unsigned char *buf;		/* the open segment, BACKING_SEG_SIZE */
+	struct seal_key *key;		/* NULL: plain, CRC-32C only */
+	struct seal_ctx *wctx;		/* the writer's */
 
 	pthread_mutex_t lock;
 	/* protected by lock */
 	uint8_t *state;			/* enum seg_state, per segment */
 	uint32_t *live;			/* live bytes, per segment */
 	uint8_t *stuck;			/* compaction could not empty it: skip it */
+	uint64_t *seq;			/* per segment: its sequence (see above) */
+	uint64_t next_seq;		/* the last sequence given */
 	uint32_t reserve;		/* free segments only compaction may open */
 	bool compacting;		/* the writer is compacting: it may use them */
 	uint32_t open_seg;		/* NO_SEG when none is open */
-	uint32_t used;			/* bytes appended to the open segment */
+	uint32_t used;			/* bytes of the open segment filled (from its start) */
 	uint32_t flushed;		/* of those, bytes on disk */
 	uint32_t pend_objs;		/* live objects appended since the last flush */
 	uint32_t pend_live;		/* and their bytes */
-	bool close_wanted;		/* an append found no room: close at the next flush */
+	bool close_wanted;		/* no more appends: close at the next flush */
 	bool flushing;
 	uint64_t segs_used;		/* not FREE */
 	uint64_t bytes_live;
@@ -97,20 +149,119 @@ struct backing {
 	atomic_uint_fast64_t reads;
 	atomic_uint_fast64_t write_errors;
 	atomic_uint_fast64_t read_errors;
+	atomic_uint_fast64_t auth_failures;
 	atomic_uint_fast64_t holes_punched;
 };
+
+struct backing_reader {
+	struct backing *b;
+	unsigned char *buf;		/* READER_BUF bytes, BACKING_ALIGN-aligned */
+	struct seal_ctx *ctx;		/* NULL: plain */
+};
+
+static const uint8_t zero_tag[SEAL_TAG_SIZE];
 
 static inline uint32_t obj_size(uint32_t len)
 {
 	return (BACKING_HDR_SIZE + len + 15) & ~15u;
 }
 
-static uint32_t obj_crc(const struct backing_hdr *h, const void *data)
+/* Where a segment's objects start: after the file header in segment 0. */
+static inline uint32_t seg_start(uint32_t seg)
+{
+	return seg ? 0 : BACKING_FILE_HDR_SIZE;
+}
+
+static uint32_t obj_crc(const struct backing_hdr *h, const void *data, uint64_t loc)
 {
 	uint32_t crc = crc32c(0, data, h->len);
 
-	return crc32c(crc, &h->slot, BACKING_HDR_SIZE - offsetof(struct backing_hdr, slot));
+	crc = crc32c(crc, &h->slot, offsetof(struct backing_hdr, tag) -
+				    offsetof(struct backing_hdr, slot));
+	return crc32c(crc, &loc, sizeof(loc));
 }
+
+/* Nonce: the segment's sequence, then the offset in the segment. */
+static void obj_nonce(uint8_t nonce[SEAL_NONCE_SIZE], uint64_t seq, uint64_t loc)
+{
+	uint32_t off = (uint32_t)(loc % BACKING_SEG_SIZE);
+
+	_Static_assert(sizeof(seq) + sizeof(off) == SEAL_NONCE_SIZE, "nonce size");
+	memcpy(nonce, &seq, sizeof(seq));
+	memcpy(nonce + sizeof(seq), &off, sizeof(off));
+}
+
+#define OBJ_AD_SIZE	20
+/* Authenticated data: the location, the magic, slot, len, codec and flags. */
+static void obj_ad(uint8_t ad[OBJ_AD_SIZE], const struct backing_hdr *h, uint64_t loc)
+{
+	memcpy(ad, &loc, sizeof(loc));
+	memcpy(ad + 8, &h->magic, sizeof(h->magic));
+	memcpy(ad + 12, &h->slot, offsetof(struct backing_hdr, tag) -
+				  offsetof(struct backing_hdr, slot));
+}
+
+/*
+ * Make the object of slot at h (its place in the segment buffer, loc in the
+ * file): header, data sealed or copied, padding.  Returns 0 or -EIO.
+ */
+static int obj_make(struct backing *b, struct backing_hdr *h, uint64_t loc, uint64_t seq,
+		    uint32_t slot, uint8_t codec, const void *data, uint16_t len)
+{
+	unsigned char *out = (unsigned char *)(h + 1);
+	uint8_t nonce[SEAL_NONCE_SIZE], ad[OBJ_AD_SIZE];
+
+	h->magic = BACKING_MAGIC;
+	h->slot = slot;
+	h->len = len;
+	h->codec = codec;
+	memset(h->tag, 0, sizeof(h->tag));
+	/* Padding too: nothing of an older segment's bytes goes to disk again. */
+	memset(out + len, 0, obj_size(len) - BACKING_HDR_SIZE - len);
+	if (!b->wctx) {
+		h->flags = 0;
+		memcpy(out, data, len);
+		h->crc = obj_crc(h, out, loc);
+		return 0;
+	}
+	h->flags = OBJ_SEALED;
+	h->crc = 0;
+	obj_nonce(nonce, seq, loc);
+	obj_ad(ad, h, loc);
+	return seal_encrypt(b->wctx, nonce, ad, sizeof(ad), data, out, len, h->tag);
+}
+
+/*
+ * Check the object at h, at loc in the file, of the segment opening seq,
+ * with avail bytes of it at hand, and open it in place (decrypt, or check
+ * its CRC).  Returns 0, -EIO (not a whole good object), or -EBADMSG (sealed,
+ * and the tag does not match).
+ */
+static int obj_open(struct backing_reader *r, struct backing_hdr *h, uint64_t loc,
+		    uint64_t seq, size_t avail)
+{
+	uint8_t nonce[SEAL_NONCE_SIZE], ad[OBJ_AD_SIZE];
+	unsigned char *data = (unsigned char *)(h + 1);
+
+	if (h->magic != BACKING_MAGIC || h->len == 0 || h->len > BACKING_MAX_DATA ||
+	    BACKING_HDR_SIZE + (size_t)h->len > avail)
+		return -EIO;
+	if (!r->ctx) {
+		/* A sealed object in a plain file is not one of ours either. */
+		if (h->flags != 0 || memcmp(h->tag, zero_tag, sizeof(zero_tag)) ||
+		    obj_crc(h, data, loc) != h->crc)
+			return -EIO;
+		return 0;
+	}
+	if (h->flags != OBJ_SEALED || h->crc != 0)
+		return -EIO;
+	obj_nonce(nonce, seq, loc);
+	obj_ad(ad, h, loc);
+	return seal_decrypt(r->ctx, nonce, ad, sizeof(ad), data, data, h->len, h->tag);
+}
+
+static void set_err(char *err, size_t errlen, const char *fmt, ...)
+	__attribute__((format(printf, 3, 4)));
 
 static void set_err(char *err, size_t errlen, const char *fmt, ...)
 {
@@ -123,43 +274,338 @@ static void set_err(char *err, size_t errlen, const char *fmt, ...)
 	va_end(ap);
 }
 
-/* ---- open / close ------------------------------------------------------- */
+/* snprintf that says whether it all fitted (and that the compiler does not
+ * second-guess: paths are cut only where a message is). */
+static bool fmt_fits(char *buf, size_t len, const char *fmt, ...)
+	__attribute__((format(printf, 3, 4)));
 
-/* Open path as a backing file: the checks that keep us from clobbering. */
-static int open_file(const char *path, char *err, size_t errlen)
+static bool fmt_fits(char *buf, size_t len, const char *fmt, ...)
 {
-	struct stat st;
-	bool created = false;
-	int fd, flags, e;
+	va_list ap;
+	int n;
 
-	/* lstat first for a clear message; fstat below closes the race. */
-	if (lstat(path, &st) == 0) {
-		if (S_ISLNK(st.st_mode)) {
-			set_err(err, errlen, "backing file %s is a symlink: refused", path);
-			return -ELOOP;
-		}
-		if (!S_ISREG(st.st_mode)) {
-			set_err(err, errlen, "backing file %s is not a regular file", path);
+	va_start(ap, fmt);
+	n = vsnprintf(buf, len, fmt, ap);
+	va_end(ap);
+	return n >= 0 && (size_t)n < len;
+}
+
+/* ---- where the file may be ------------------------------------------------ */
+
+/*
+ * Filesystems the file must not be on (statfs f_type, as in linux/magic.h).
+ * The daemon serves swap: while it waits for a page of its backing file, the
+ * kernel may be waiting for it.  A tmpfs page of the file may itself be
+ * swapped out, possibly to us: reading it back would wait for us to serve
+ * its swap-in, which waits for the read.  A FUSE filesystem is served by a
+ * process (maybe this one) that may need the memory or the swap we are
+ * there to give.  A ramfs page never leaves RAM: writing back to it frees
+ * nothing.  A loop device over a file on any of them is the same, one level
+ * down (and a loop over our own swap file is the first case exactly).
+ */
+static const struct {
+	unsigned long magic;
+	const char *name;
+} refused_fs[] = {
+	{ 0x01021994ul, "tmpfs" },
+	{ 0x858458f6ul, "ramfs" },
+	{ 0x65735546ul, "a FUSE filesystem" },
+};
+
+/* Loop devices over loop devices: no real set-up goes deeper than this. */
+#define MAX_STACK	8
+
+static int check_fs(int fd, unsigned int depth, char *why, size_t whylen);
+
+/* Read a small sysfs file into buf, without the newline; -errno. */
+static int read_sysfs(const char *path, char *buf, size_t len)
+{
+	ssize_t n;
+	int fd = open(path, O_RDONLY | O_CLOEXEC);
+
+	if (fd < 0)
+		return -errno;
+	n = read(fd, buf, len - 1);
+	close(fd);
+	if (n < 0)
+		return -EIO;
+	buf[n] = 0;
+	if (n && buf[n - 1] == '\n')
+		buf[n - 1] = 0;
+	return 0;
+}
+
+/*
+ * The block device dev (a filesystem's st_dev): 0 when no device of the
+ * chain under it is a loop device over a refused filesystem; otherwise
+ * -EINVAL and why, "on loop device loop3, whose file F is on tmpfs".
+ */
+static int check_dev(dev_t dev, unsigned int depth, char *why, size_t whylen)
+{
+	char sys[64], dir[PATH_MAX], file[PATH_MAX], sub[PATH_MAX], path[PATH_MAX];
+	const char *name;
+	struct dirent *de;
+	struct stat st;
+	DIR *d;
+	int fd, err;
+
+	if (depth > MAX_STACK) {
+		set_err(why, whylen, "on more than %d stacked devices", MAX_STACK);
+		return -EINVAL;
+	}
+	fmt_fits(sys, sizeof(sys), "/sys/dev/block/%u:%u", major(dev), minor(dev));
+	/* No block device (tmpfs, proc, btrfs's anonymous devices): done. */
+	if (!realpath(sys, dir))
+		return 0;
+	/* A partition's loop or slaves are its disk's, one directory up. */
+	if (fmt_fits(path, sizeof(path), "%s/partition", dir) && stat(path, &st) == 0)
+		*strrchr(dir, '/') = 0;
+	name = strrchr(dir, '/') + 1;
+
+	if (fmt_fits(path, sizeof(path), "%s/loop/backing_file", dir) &&
+	    read_sysfs(path, file, sizeof(file)) == 0) {
+		/* Looked up in our mount namespace, as losetup shows it. */
+		fd = open(file, O_PATH | O_CLOEXEC);
+		if (fd < 0) {
+			set_err(why, whylen, "on loop device %s, whose file %s cannot be checked (%s)",
+				 name, file, strerror(errno));
 			return -EINVAL;
 		}
-	} else if (errno != ENOENT) {
-		e = errno;
-		set_err(err, errlen, "backing file %s: %s", path, strerror(e));
-		return -e;
+		err = check_fs(fd, depth + 1, sub, sizeof(sub));
+		close(fd);
+		if (err) {
+			set_err(why, whylen, "on loop device %s, whose file %s is %s", name, file,
+				 sub);
+			return err;
+		}
 	}
 
-	fd = open(path, O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
-	if (fd >= 0)
-		created = true;
-	else if (errno == EEXIST)
-		fd = open(path, O_RDWR | O_NOFOLLOW | O_CLOEXEC);
+	/* Devices it is made of (device-mapper, md). */
+	d = fmt_fits(path, sizeof(path), "%s/slaves", dir) ? opendir(path) : NULL;
+	if (!d)
+		return 0;
+	err = 0;
+	while (!err && (de = readdir(d))) {
+		unsigned int maj, min;
+		char num[32];
+
+		if (de->d_name[0] == '.')
+			continue;
+		if (!fmt_fits(path, sizeof(path), "%s/slaves/%s/dev", dir, de->d_name) ||
+		    read_sysfs(path, num, sizeof(num)) || sscanf(num, "%u:%u", &maj, &min) != 2)
+			continue;
+		err = check_dev(makedev(maj, min), depth + 1, sub, sizeof(sub));
+		if (err)
+			set_err(why, whylen, "on %s, which is made of %s, %s", name, de->d_name,
+				 sub);
+	}
+	closedir(d);
+	return err;
+}
+
+/* The filesystem fd is on: 0, or -EINVAL and why ("on tmpfs"), -errno. */
+static int check_fs(int fd, unsigned int depth, char *why, size_t whylen)
+{
+	struct statfs sf;
+	struct stat st;
+	size_t i;
+
+	if (fstatfs(fd, &sf) || fstat(fd, &st)) {
+		set_err(why, whylen, "not checkable (%s)", strerror(errno));
+		return -EINVAL;
+	}
+	for (i = 0; i < sizeof(refused_fs) / sizeof(refused_fs[0]); i++)
+		if ((unsigned long)sf.f_type == refused_fs[i].magic) {
+			set_err(why, whylen, "on %s", refused_fs[i].name);
+			return -EINVAL;
+		}
+	return check_dev(st.st_dev, depth, why, whylen);
+}
+
+/* ---- open / close ------------------------------------------------------- */
+
+/* An existing file's first block: 0 if it is our header, or -EEXIST and a message. */
+static int check_header(int fd, const char *path, char *err, size_t errlen)
+{
+	unsigned char block[BACKING_FILE_HDR_SIZE];
+	struct file_hdr h;
+	ssize_t n;
+
+	do
+		n = pread(fd, block, sizeof(block), 0);
+	while (n < 0 && errno == EINTR);
+	if (n < 0) {
+		int e = errno;
+
+		set_err(err, errlen, "backing file %s: read: %s", path, strerror(e));
+		return -e;
+	}
+	if ((size_t)n < sizeof(h) || memcmp(block, FILE_MAGIC, FILE_MAGIC_LEN)) {
+		set_err(err, errlen, "backing file %s is not empty and is not a zswapfs backing "
+			"file (no zswapfs header): refused, left as it was; name a new file, "
+			"or an empty one", path);
+		return -EEXIST;
+	}
+	memcpy(&h, block, sizeof(h));
+	if (h.version != BACKING_FILE_VERSION) {
+		set_err(err, errlen, "backing file %s is of another zswapfs format (version %u; "
+			"this one is %u): refused, left as it was; remove it if no zswapfs uses it",
+			path, (unsigned int)h.version, BACKING_FILE_VERSION);
+		return -EEXIST;
+	}
+	return 0;
+}
+
+/* Empty the file down to a fresh header (the file is O_DIRECT by now). */
+static int write_header(int fd)
+{
+	struct file_hdr h = {
+		.magic = FILE_MAGIC,
+		.version = BACKING_FILE_VERSION,
+		.hdr_size = BACKING_FILE_HDR_SIZE,
+		.seg_size = BACKING_SEG_SIZE,
+	};
+	void *block;
+	ssize_t n;
+	int e = 0;
+
+	if (ftruncate(fd, BACKING_FILE_HDR_SIZE) < 0)
+		return -errno;
+	if (posix_memalign(&block, BACKING_ALIGN, BACKING_FILE_HDR_SIZE))
+		return -ENOMEM;
+	memset(block, 0, BACKING_FILE_HDR_SIZE);
+	memcpy(block, &h, sizeof(h));
+	memcpy((char *)block + FILE_NOTE_OFF, file_note, sizeof(file_note));
+	do
+		n = pwrite(fd, block, BACKING_FILE_HDR_SIZE, 0);
+	while (n < 0 && errno == EINTR);
+	if (n < 0)
+		e = -errno;
+	else if (n != BACKING_FILE_HDR_SIZE)
+		e = -EIO;
+	free(block);
+	return e;
+}
+
+static const char fs_refused_why[] =
+	"it must be on a disk's filesystem: a page of it that is itself swapped out, "
+	"or served by a FUSE daemon, could deadlock this daemon";
+
+/*
+ * The directory the file goes in: ours, not writable by group or others,
+ * on an acceptable filesystem.  Returns its O_PATH descriptor, or -errno
+ * with a message.
+ */
+static int open_dir(const char *path, const char *dir, char *err, size_t errlen)
+{
+	char why[2 * PATH_MAX];
+	struct stat st;
+	int dfd, e;
+
+	dfd = open(dir, O_PATH | O_DIRECTORY | O_CLOEXEC);
+	if (dfd < 0) {
+		e = errno;
+		set_err(err, errlen, "backing file %s: directory %s: %s", path, dir, strerror(e));
+		return -e;
+	}
+	if (fstat(dfd, &st) < 0) {
+		e = errno;
+		set_err(err, errlen, "backing file %s: directory %s: %s", path, dir, strerror(e));
+		goto out_close;
+	}
+	/* Whoever may write the directory may swap the file for another. */
+	if (st.st_uid != geteuid()) {
+		e = EPERM;
+		set_err(err, errlen, "backing file %s: its directory %s belongs to uid %u, not to "
+			"us (uid %u): refused; use a directory of root's, e.g. "
+			"mkdir -m 700 /var/lib/zswapfs", path, dir, (unsigned int)st.st_uid,
+			(unsigned int)geteuid());
+		goto out_close;
+	}
+	if (st.st_mode & (S_IWGRP | S_IWOTH)) {
+		e = EPERM;
+		set_err(err, errlen, "backing file %s: its directory %s is writable by %s (mode "
+			"%04o): refused; use a directory of its own, e.g. "
+			"mkdir -m 700 /var/lib/zswapfs", path, dir,
+			st.st_mode & S_IWOTH ? "others" : "its group",
+			(unsigned int)(st.st_mode & 07777));
+		goto out_close;
+	}
+	e = -check_fs(dfd, 0, why, sizeof(why));
+	if (e) {
+		set_err(err, errlen, "backing file %s: refused: %s is %s (%s)", path, dir, why,
+			fs_refused_why);
+		goto out_close;
+	}
+	return dfd;
+
+out_close:
+	close(dfd);
+	return -e;
+}
+
+/*
+ * Open path as a backing file: the checks that keep us from clobbering
+ * anything and from leaking swap (see backing_open in backing.h).  Every
+ * check comes before the first change to an existing file.
+ */
+static int open_file(const char *path, char *err, size_t errlen)
+{
+	char dir[PATH_MAX], why[2 * PATH_MAX];
+	const char *base, *slash = strrchr(path, '/');
+	bool created = false;
+	struct stat st;
+	int dfd, fd, flags, e;
+
+	if (!slash) {
+		strcpy(dir, ".");
+		base = path;
+	} else {
+		size_t n = slash == path ? 1 : (size_t)(slash - path);
+
+		if (n >= sizeof(dir)) {
+			set_err(err, errlen, "backing file %s: path too long", path);
+			return -ENAMETOOLONG;
+		}
+		memcpy(dir, path, n);
+		dir[n] = 0;
+		base = slash + 1;
+	}
+	if (!*base || !strcmp(base, ".") || !strcmp(base, "..")) {
+		set_err(err, errlen, "backing file %s: not a file name", path);
+		return -EINVAL;
+	}
+	dfd = open_dir(path, dir, err, errlen);
+	if (dfd < 0)
+		return dfd;
+
+	/* fstatat first, for a clear message without opening a FIFO or a device. */
+	if (fstatat(dfd, base, &st, AT_SYMLINK_NOFOLLOW) == 0) {
+		if (S_ISLNK(st.st_mode)) {
+			e = ELOOP;
+			set_err(err, errlen, "backing file %s is a symlink: refused", path);
+			goto out_dir;
+		}
+		if (!S_ISREG(st.st_mode)) {
+			e = EINVAL;
+			set_err(err, errlen, "backing file %s is not a regular file", path);
+			goto out_dir;
+		}
+		/* O_NONBLOCK|O_NOCTTY: harmless if it was swapped for a FIFO or tty meanwhile. */
+		fd = openat(dfd, base, O_RDWR | O_NOFOLLOW | O_NONBLOCK | O_NOCTTY | O_CLOEXEC);
+	} else if (errno == ENOENT) {
+		fd = openat(dfd, base, O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
+		created = fd >= 0;
+	} else {
+		fd = -1;
+	}
 	if (fd < 0) {
 		e = errno;
 		if (e == ELOOP)
 			set_err(err, errlen, "backing file %s is a symlink: refused", path);
 		else
 			set_err(err, errlen, "cannot open backing file %s: %s", path, strerror(e));
-		return -e;
+		goto out_dir;
 	}
 
 	if (fstat(fd, &st) < 0) {
@@ -178,10 +624,24 @@ static int open_file(const char *path, char *err, size_t errlen)
 			path, (unsigned int)st.st_uid, (unsigned int)geteuid());
 		goto out_close;
 	}
-	if (st.st_mode & S_IWOTH) {
+	if (st.st_mode & (S_IRWXG | S_IRWXO)) {
+		mode_t m = st.st_mode;
+
 		e = EPERM;
-		set_err(err, errlen, "backing file %s is writable by others (mode %04o): refused",
-			path, (unsigned int)(st.st_mode & 07777));
+		set_err(err, errlen, "backing file %s is %s by %s (mode %04o): refused; "
+			"chmod 600 it", path,
+			m & (S_IWGRP | S_IWOTH) ? "writable" : m & (S_IRGRP | S_IROTH) ?
+			"readable" : "executable",
+			m & (m & (S_IWGRP | S_IWOTH) ? S_IWOTH : m & (S_IRGRP | S_IROTH) ?
+			     S_IROTH : S_IXOTH) ? "others" : "its group",
+			(unsigned int)(m & 07777));
+		goto out_close;
+	}
+	/* Another name for it, elsewhere, would outlive our checks and our truncation. */
+	if (st.st_nlink != 1) {
+		e = EPERM;
+		set_err(err, errlen, "backing file %s has %lu hard links: refused",
+			path, (unsigned long)st.st_nlink);
 		goto out_close;
 	}
 	/* Two daemons on one file would overwrite each other's swap. */
@@ -193,34 +653,63 @@ static int open_file(const char *path, char *err, size_t errlen)
 			set_err(err, errlen, "backing file %s: flock: %s", path, strerror(e));
 		goto out_close;
 	}
+	/* The directory was checked; the file itself may be a mount of another. */
+	e = -check_fs(fd, 0, why, sizeof(why));
+	if (e) {
+		set_err(err, errlen, "backing file %s: refused: it is %s (%s)", path, why,
+			fs_refused_why);
+		goto out_close;
+	}
+	if (!created && st.st_size > 0) {
+		e = -check_header(fd, path, err, errlen);
+		if (e)
+			goto out_close;
+	}
 	/*
 	 * O_DIRECT is set after the open so that a filesystem without it
 	 * (tmpfs before Linux 6.6) does not leave a file behind: open() would
 	 * create the file and only then fail.
 	 */
 	flags = fcntl(fd, F_GETFL);
-	if (flags < 0 || fcntl(fd, F_SETFL, flags | O_DIRECT) < 0) {
+	if (flags < 0 || fcntl(fd, F_SETFL, (flags | O_DIRECT) & ~O_NONBLOCK) < 0) {
 		e = errno;
 		set_err(err, errlen, "backing file %s: the filesystem does not support O_DIRECT (%s)",
 			path, strerror(e));
 		goto out_close;
 	}
 	/* Swap does not survive a restart: free whatever the last run left. */
-	if (ftruncate(fd, 0) < 0) {
-		e = errno;
-		set_err(err, errlen, "backing file %s: truncate: %s", path, strerror(e));
+	e = -write_header(fd);
+	if (e) {
+		set_err(err, errlen, "backing file %s: writing its header: %s", path, strerror(e));
 		goto out_close;
 	}
+	close(dfd);
 	return fd;
 
 out_close:
 	close(fd);
+	/* In a directory of ours only: the name is still the file we made. */
 	if (created)
-		unlink(path);
+		unlinkat(dfd, base, 0);
+out_dir:
+	close(dfd);
 	return -e;
 }
 
-struct backing *backing_open(const char *path, uint64_t max_size, char *err, size_t errlen)
+static void backing_free_mem(struct backing *b)
+{
+	seal_ctx_destroy(b->wctx);
+	seal_key_destroy(b->key);
+	free(b->buf);
+	free(b->seq);
+	free(b->stuck);
+	free(b->live);
+	free(b->state);
+	free(b);
+}
+
+struct backing *backing_open(const char *path, uint64_t max_size, enum seal_cipher cipher,
+			     char *err, size_t errlen)
 {
 	uint64_t nr = max_size / BACKING_SEG_SIZE;
 	struct backing *b;
@@ -239,10 +728,25 @@ struct backing *backing_open(const char *path, uint64_t max_size, char *err, siz
 	b->state = calloc(nr, sizeof(*b->state));
 	b->live = calloc(nr, sizeof(*b->live));
 	b->stuck = calloc(nr, sizeof(*b->stuck));
+	b->seq = calloc(nr, sizeof(*b->seq));
 	e = posix_memalign(&buf, BACKING_ALIGN, BACKING_SEG_SIZE);
-	if (!b->state || !b->live || !b->stuck || e)
-		goto out_free;
+	if (e)
+		buf = NULL;
 	b->buf = buf;
+	if (!b->state || !b->live || !b->stuck || !b->seq || !b->buf)
+		goto out_free;
+	if (cipher != SEAL_NONE) {
+		b->key = seal_key_create(cipher);
+		b->wctx = b->key ? seal_ctx_create(b->key) : NULL;
+		if (!b->wctx) {
+			e = errno;
+			set_err(err, errlen, "backing file %s: cannot make a key to seal it with "
+				"(%s): %s", path, seal_cipher_name(cipher), strerror(e));
+			backing_free_mem(b);
+			errno = e;
+			return NULL;
+		}
+	}
 	e = pthread_mutex_init(&b->lock, NULL);
 	if (e)
 		goto out_free;
@@ -250,11 +754,7 @@ struct backing *backing_open(const char *path, uint64_t max_size, char *err, siz
 	fd = open_file(path, err, errlen);
 	if (fd < 0) {
 		pthread_mutex_destroy(&b->lock);
-		free(b->buf);
-		free(b->stuck);
-		free(b->live);
-		free(b->state);
-		free(b);
+		backing_free_mem(b);
 		errno = -fd;
 		return NULL;
 	}
@@ -264,15 +764,13 @@ struct backing *backing_open(const char *path, uint64_t max_size, char *err, siz
 	b->reserve = nr >= 4 ? 1 : 0;
 	b->open_seg = 0;
 	b->state[0] = SEG_OPEN;
+	b->seq[0] = ++b->next_seq;
+	b->used = b->flushed = seg_start(0);
 	b->segs_used = 1;
 	return b;
 
 out_free:
-	free(b->buf);
-	free(b->stuck);
-	free(b->live);
-	free(b->state);
-	free(b);
+	backing_free_mem(b);
 out_nomem:
 	set_err(err, errlen, "backing file %s: out of memory", path);
 	errno = ENOMEM;
@@ -283,17 +781,57 @@ void backing_close(struct backing *b)
 {
 	if (!b)
 		return;
-	/* Swapped memory may hold secrets: do not leave it on the disk. */
-	if (ftruncate(b->fd, 0) < 0) {
+	/*
+	 * Down to the header, so that the next start knows the file for ours.
+	 * Swapped memory may hold secrets: do not leave it on the disk (sealed,
+	 * it is noise once the key is gone, but a plain file is not).
+	 */
+	if (ftruncate(b->fd, BACKING_FILE_HDR_SIZE) < 0) {
 		/* nothing better to do; the next open truncates again */
 	}
 	close(b->fd);
 	pthread_mutex_destroy(&b->lock);
-	free(b->buf);
-	free(b->stuck);
-	free(b->live);
-	free(b->state);
-	free(b);
+	backing_free_mem(b);
+}
+
+enum seal_cipher backing_cipher(const struct backing *b)
+{
+	return b->key ? seal_key_cipher(b->key) : SEAL_NONE;
+}
+
+struct backing_reader *backing_reader_create(struct backing *b)
+{
+	struct backing_reader *r = calloc(1, sizeof(*r));
+	void *buf;
+
+	if (!r)
+		return NULL;
+	r->b = b;
+	if (posix_memalign(&buf, BACKING_ALIGN, READER_BUF)) {
+		free(r);
+		errno = ENOMEM;
+		return NULL;
+	}
+	r->buf = buf;
+	if (b->key) {
+		r->ctx = seal_ctx_create(b->key);
+		if (!r->ctx) {
+			free(r->buf);
+			free(r);
+			errno = ENOMEM;
+			return NULL;
+		}
+	}
+	return r;
+}
+
+void backing_reader_destroy(struct backing_reader *r)
+{
+	if (!r)
+		return;
+	seal_ctx_destroy(r->ctx);
+	free(r->buf);
+	free(r);
 }
 
 /* ---- segments ------------------------------------------------------------ */
@@ -316,18 +854,25 @@ static uint32_t pick_free(struct backing *b)
 	return NO_SEG;
 }
 
+/* Caller holds b->lock.  Fill the open segment from its start, under a new sequence. */
+static void restart_open(struct backing *b)
+{
+	b->seq[b->open_seg] = ++b->next_seq;
+	b->used = seg_start(b->open_seg);
+	b->flushed = b->used;
+	b->pend_objs = 0;
+	b->pend_live = 0;
+	b->close_wanted = false;
+}
+
 /* Caller holds b->lock. */
 static void open_next(struct backing *b)
 {
 	b->open_seg = pick_free(b);
-	b->used = 0;
-	b->flushed = 0;
-	b->pend_objs = 0;
-	b->pend_live = 0;
-	b->close_wanted = false;
 	if (b->open_seg != NO_SEG) {
 		b->state[b->open_seg] = SEG_OPEN;
 		b->segs_used++;
+		restart_open(b);
 	}
 }
 
@@ -339,7 +884,8 @@ static void open_next(struct backing *b)
 static void punch_segment(struct backing *b, uint32_t seg)
 {
 	if (fallocate(b->fd, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE,
-		      (off_t)seg * BACKING_SEG_SIZE, BACKING_SEG_SIZE) == 0)
+		      (off_t)seg * BACKING_SEG_SIZE + seg_start(seg),
+		      BACKING_SEG_SIZE - seg_start(seg)) == 0)
 		atomic_fetch_add_explicit(&b->holes_punched, 1, memory_order_relaxed);
 	/* On failure (EOPNOTSUPP...) the blocks stay allocated; reuse overwrites them. */
 	pthread_mutex_lock(&b->lock);
@@ -352,50 +898,47 @@ static void punch_segment(struct backing *b, uint32_t seg)
 int backing_append(struct backing *b, uint32_t slot, uint8_t codec, const void *data,
 		   uint16_t len, uint64_t *loc)
 {
-	struct backing_hdr h;
-	uint32_t size = obj_size(len);
-	unsigned char *p;
+	uint32_t size = obj_size(len), seg = NO_SEG, off = 0;
+	uint64_t seq = 0, at;
 	int ret = 0;
 
 	if (len == 0 || len > BACKING_MAX_DATA)
 		return -EINVAL;
-	h.magic = BACKING_MAGIC;
-	h.slot = slot;
-	h.len = len;
-	h.codec = codec;
-	h.flags = 0;
-	/* Checksum outside the lock: readers of the open segment wait on it. */
-	h.crc = obj_crc(&h, data);
-
 	pthread_mutex_lock(&b->lock);
 	if (b->flushing) {
 		ret = -EBUSY;
-		goto out;
-	}
-	if (b->open_seg == NO_SEG) {
+	} else if (b->open_seg == NO_SEG) {
 		ret = -ENOSPC;
-		goto out;
-	}
-	if (BACKING_SEG_SIZE - b->used < size) {
+	} else if (b->close_wanted || BACKING_SEG_SIZE - b->used < size) {
 		b->close_wanted = true;
 		ret = -ENOSPC;
-		goto out;
+	} else {
+		seg = b->open_seg;
+		off = b->used;
+		seq = b->seq[seg];
 	}
-	p = b->buf + b->used;
-	memcpy(p, &h, sizeof(h));
-	memcpy(p + sizeof(h), data, len);
-	/* Padding too: nothing of an older segment's bytes goes to disk again. */
-	memset(p + sizeof(h) + len, 0, size - sizeof(h) - len);
-	*loc = (uint64_t)b->open_seg * BACKING_SEG_SIZE + b->used;
+	pthread_mutex_unlock(&b->lock);
+	if (ret)
+		return ret;
+
+	/* Sealed outside the lock, past b->used: readers of the open segment
+	 * do not wait on it, and do not look there (see Locking). */
+	at = (uint64_t)seg * BACKING_SEG_SIZE + off;
+	ret = obj_make(b, (struct backing_hdr *)(b->buf + off), at, seq, slot, codec, data, len);
+	if (ret)
+		return ret;
+
+	pthread_mutex_lock(&b->lock);
+	assert(b->open_seg == seg && b->used == off);
 	b->used += size;
-	b->live[b->open_seg] += size;
+	b->live[seg] += size;
 	b->bytes_live += size;
 	b->objects++;
 	b->pend_objs++;
 	b->pend_live += size;
-out:
 	pthread_mutex_unlock(&b->lock);
-	return ret;
+	*loc = at;
+	return 0;
 }
 
 static int write_all(int fd, const unsigned char *buf, size_t len, off_t off)
@@ -439,8 +982,7 @@ int backing_flush(struct backing *b)
 	seg = b->open_seg;
 	if (b->live[seg] == 0) {
 		/* Empty, or every object died: start it again, write nothing. */
-		b->used = b->flushed = b->pend_objs = b->pend_live = 0;
-		b->close_wanted = false;
+		restart_open(b);
 		pthread_mutex_unlock(&b->lock);
 		return 0;
 	}
@@ -492,38 +1034,39 @@ void backing_abort(struct backing *b)
 		b->objects -= b->pend_objs;
 		b->bytes_live -= b->pend_live;
 		b->live[seg] -= b->pend_live;
-		b->pend_objs = 0;
-		b->pend_live = 0;
-		b->used = b->flushed;
-		b->close_wanted = false;
+		if (b->flushed == seg_start(seg)) {
+			/* Nothing of this sequence is on disk: start again under a new one. */
+			restart_open(b);
+		} else {
+			/* The dropped places were sealed under this sequence: never
+			 * again.  The next append says -ENOSPC, the flush closes it. */
+			b->pend_objs = 0;
+			b->pend_live = 0;
+			b->used = b->flushed;
+			b->close_wanted = true;
+		}
 	}
 	pthread_mutex_unlock(&b->lock);
 }
 
 /* ---- read / free ---------------------------------------------------------- */
 
-static int check_obj(const struct backing_hdr *h, uint32_t slot, size_t avail)
-{
-	if (h->magic != BACKING_MAGIC || h->slot != slot || h->len == 0 ||
-	    h->len > BACKING_MAX_DATA || BACKING_HDR_SIZE + (size_t)h->len > avail)
-		return -EIO;
-	if (obj_crc(h, h + 1) != h->crc)
-		return -EIO;
-	return 0;
-}
-
-/* Locations are 16-aligned offsets of a header inside a segment. */
+/* Locations are 16-aligned offsets of a header inside a segment's object area. */
 static bool loc_valid(const struct backing *b, uint64_t loc)
 {
-	return !(loc & 15) && loc / BACKING_SEG_SIZE < b->nr_segs &&
-	       loc % BACKING_SEG_SIZE <= BACKING_SEG_SIZE - BACKING_HDR_SIZE;
+	uint64_t seg = loc / BACKING_SEG_SIZE, off = loc % BACKING_SEG_SIZE;
+
+	return !(loc & 15) && seg < b->nr_segs && off >= seg_start((uint32_t)seg) &&
+	       off <= BACKING_SEG_SIZE - BACKING_HDR_SIZE;
 }
 
-int backing_read(struct backing *b, uint64_t loc, uint32_t slot, void *scratch,
-		 const void **data, uint16_t *len, uint8_t *codec)
+int backing_read(struct backing_reader *r, uint64_t loc, uint32_t slot, const void **data,
+		 uint16_t *len, uint8_t *codec)
 {
-	const struct backing_hdr *h;
+	struct backing *b = r->b;
+	struct backing_hdr *h;
 	uint32_t seg, off, soff, delta, n;
+	uint64_t seq;
 	ssize_t got;
 	size_t avail;
 	int ret;
@@ -534,42 +1077,52 @@ int backing_read(struct backing *b, uint64_t loc, uint32_t slot, void *scratch,
 	off = (uint32_t)(loc % BACKING_SEG_SIZE);
 
 	pthread_mutex_lock(&b->lock);
+	/* Stable while the object lives: its segment cannot be opened again. */
+	seq = b->seq[seg];
 	if (seg == b->open_seg) {
+		const struct backing_hdr *bh = (const void *)(b->buf + off);
+
 		/* Not on disk yet (or being written): copy from the buffer. */
 		if (off + BACKING_HDR_SIZE > b->used) {
 			pthread_mutex_unlock(&b->lock);
 			goto out_err;
 		}
-		h = (const void *)(b->buf + off);
-		n = h->len <= BACKING_MAX_DATA ? obj_size(h->len) : 0;
+		n = bh->len <= BACKING_MAX_DATA ? obj_size(bh->len) : 0;
 		if (n == 0 || off + n > b->used) {
 			pthread_mutex_unlock(&b->lock);
 			goto out_err;
 		}
-		memcpy(scratch, h, n);
+		memcpy(r->buf, bh, n);
 		pthread_mutex_unlock(&b->lock);
-		h = scratch;
+		h = (void *)r->buf;
 		avail = n;
 	} else {
 		pthread_mutex_unlock(&b->lock);
 		/*
-		 * One read of two blocks covers any object (see
-		 * BACKING_SCRATCH_SIZE); an object never crosses a segment's end,
-		 * so neither does the read.
+		 * One read of the blocks that the largest object starting here
+		 * would cover (two, three for the last 32 bytes of a block);
+		 * an object never crosses a segment's end, so neither does the
+		 * read.
 		 */
 		soff = off & ~(BACKING_ALIGN - 1);
 		delta = off - soff;
-		n = BACKING_SEG_SIZE - soff < BACKING_SCRATCH_SIZE ? BACKING_SEG_SIZE - soff :
-								     BACKING_SCRATCH_SIZE;
+		n = (delta + BACKING_HDR_SIZE + BACKING_MAX_DATA + BACKING_ALIGN - 1) &
+		    ~(BACKING_ALIGN - 1);
+		if (n > BACKING_SEG_SIZE - soff)
+			n = BACKING_SEG_SIZE - soff;
 		do
-			got = pread(b->fd, scratch, n, (off_t)(loc - delta));
+			got = pread(b->fd, r->buf, n, (off_t)(loc - delta));
 		while (got < 0 && errno == EINTR);
 		if (got < 0 || (size_t)got < delta + BACKING_HDR_SIZE)
 			goto out_err;
-		h = (const void *)((unsigned char *)scratch + delta);
+		h = (void *)(r->buf + delta);
 		avail = (size_t)got - delta;
 	}
-	ret = check_obj(h, slot, avail);
+	if (h->slot != slot)
+		goto out_err;
+	ret = obj_open(r, h, loc, seq, avail);
+	if (ret == -EBADMSG)
+		atomic_fetch_add_explicit(&b->auth_failures, 1, memory_order_relaxed);
 	if (ret)
 		goto out_err;
 	*data = h + 1;
@@ -623,6 +1176,7 @@ void backing_get_stats(struct backing *b, struct backing_stats *s)
 	s->reads = atomic_load_explicit(&b->reads, memory_order_relaxed);
 	s->write_errors = atomic_load_explicit(&b->write_errors, memory_order_relaxed);
 	s->read_errors = atomic_load_explicit(&b->read_errors, memory_order_relaxed);
+	s->auth_failures = atomic_load_explicit(&b->auth_failures, memory_order_relaxed);
 	s->holes_punched = atomic_load_explicit(&b->holes_punched, memory_order_relaxed);
 }
 
@@ -689,23 +1243,38 @@ int backing_read_segment(struct backing *b, uint32_t seg, void *buf)
 	return 0;
 }
 
-bool backing_next_object(const void *buf, uint32_t seg, uint32_t *pos,
+bool backing_next_object(struct backing_reader *r, void *buf, uint32_t seg, uint32_t *pos,
 			 struct backing_object *obj)
 {
-	const unsigned char *base = buf;
+	struct backing *b = r->b;
+	unsigned char *base = buf;
+	uint64_t seq;
 
-	while (*pos + BACKING_HDR_SIZE <= BACKING_SEG_SIZE) {
-		const struct backing_hdr *h = (const void *)(base + *pos);
+	if (seg >= b->nr_segs || (*pos & 15))
+		return false;
+	/*
+	 * The sequence of the segment's last opening: if it was opened again
+	 * since buf was read (all its objects died meanwhile), buf's objects
+	 * fail their tags, as dead objects may.
+	 */
+	pthread_mutex_lock(&b->lock);
+	seq = b->seq[seg];
+	pthread_mutex_unlock(&b->lock);
+	if (*pos < seg_start(seg))
+		*pos = seg_start(seg);
+	while (*pos <= BACKING_SEG_SIZE - BACKING_HDR_SIZE) {
+		struct backing_hdr *h = (void *)(base + *pos);
 		uint32_t at = *pos;
+		uint64_t loc = (uint64_t)seg * BACKING_SEG_SIZE + at;
 
 		/* Objects are packed from the start: the first non-object ends them. */
 		if (h->magic != BACKING_MAGIC || h->len == 0 || h->len > BACKING_MAX_DATA ||
 		    at + obj_size(h->len) > BACKING_SEG_SIZE)
 			return false;
 		*pos = at + obj_size(h->len);
-		if (obj_crc(h, h + 1) != h->crc)
+		if (obj_open(r, h, loc, seq, BACKING_SEG_SIZE - at))
 			continue;
-		obj->loc = (uint64_t)seg * BACKING_SEG_SIZE + at;
+		obj->loc = loc;
 		obj->slot = h->slot;
 		obj->len = h->len;
 		obj->codec = h->codec;

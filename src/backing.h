@@ -3,7 +3,7 @@
  * backing: the backing file that cold compressed pages are written back to.
  *
  * The file is cut into segments of BACKING_SEG_SIZE.  Objects (a compressed
- * page and a 16-byte header) are packed back to back, 16-byte aligned, into
+ * page and a 32-byte header) are packed back to back, 16-byte aligned, into
  * one in-memory segment buffer, which backing_flush() writes with O_DIRECT
  * pwrites of what was appended since the last flush: the SSD sees few large
  * writes, and the page cache does not grow under the very memory pressure
@@ -15,20 +15,38 @@
  * live objects of sparse segments (compaction) is the caller's business:
  * read them back, append them again, free the old locations.
  *
- * The file never outlives the daemon: backing_open() discards whatever an
- * earlier run left in it (swap does not survive a restart), and all its
- * data is in native byte order.
+ * The file's first block (BACKING_FILE_HDR_SIZE bytes, at the start of
+ * segment 0) is a header that says what the file is: zswapfs's magic and
+ * the format version.  backing_open() reuses an existing file only if it is
+ * empty or has that header, and leaves any other file exactly as it was;
+ * at close the file is truncated to the header, so that the next start
+ * still knows it for ours.  The file never outlives the daemon otherwise:
+ * backing_open() discards whatever an earlier run left in it (swap does not
+ * survive a restart), and all its data is in native byte order.
  *
- * Every object carries a CRC-32C of its data and header fields and the slot
- * it belongs to: a read that does not find exactly what was written returns
- * -EIO, never wrong data.
+ * Where the file may be: see backing_open().
+ *
+ * Sealing (seal.h), on unless the cipher is SEAL_NONE: every object's data
+ * is encrypted and authenticated with a key drawn at open, which exists only
+ * in locked memory.  The nonce is the sequence number the object's segment
+ * got when it was opened for filling (a counter, new at every opening and
+ * every restart) with the object's offset in the segment: each opening
+ * writes an offset once, so no nonce repeats, and the copy of a segment
+ * from an earlier opening (replayed) fails its tag.  The header's fields
+ * (magic, slot, len, codec, flags) stay readable for the segment walk and
+ * are authenticated with the object's location, so an object changed,
+ * moved, swapped with another or replayed fails too.  Without sealing, a
+ * CRC-32C of the data, those fields and the location catches what a disk
+ * or a stray write may do, not what an attacker may.  A read that does not
+ * find exactly what was written returns -EIO, never wrong data.
  *
  * Threads.  backing_append(), backing_flush() and backing_abort() are the
  * writer's: one thread at a time (the writeback thread).  backing_read(),
  * backing_free() and backing_get_stats() may be called from any thread,
- * concurrently with everything, including a flush in progress.  The caller
- * must keep an object from being freed while it reads it (for the store:
- * the slot lock).  No function allocates memory after backing_open().
+ * concurrently with everything, including a flush in progress; each reading
+ * thread has a backing_reader of its own.  The caller must keep an object
+ * from being freed while it reads it (for the store: the slot lock).  No
+ * function allocates memory after backing_open() but backing_reader_create().
  */
 #ifndef ZSWAPFS_BACKING_H
 #define ZSWAPFS_BACKING_H
@@ -37,41 +55,62 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "seal.h"
+
 #define BACKING_SEG_SIZE	(1u << 20)
 #define BACKING_ALIGN		4096u		/* O_DIRECT: buffers, offsets, sizes */
-#define BACKING_HDR_SIZE	16u
+#define BACKING_HDR_SIZE	32u		/* an object's header, the tag included */
 #define BACKING_MAX_DATA	4096u		/* largest object: a raw page */
-/*
- * backing_read() scratch: BACKING_SCRATCH_SIZE bytes aligned to
- * BACKING_ALIGN (posix_memalign, or a static aligned array), one per reading
- * thread.  An object starts 16-byte aligned, so header and data (at most
- * 16 + 4096 bytes) starting at most 4080 bytes into a 4 KiB block end within
- * the next block: two blocks cover every object.
- */
-#define BACKING_SCRATCH_SIZE	(2 * BACKING_ALIGN)
+#define BACKING_FILE_HDR_SIZE	BACKING_ALIGN	/* the file's header: segment 0's first block */
+#define BACKING_FILE_VERSION	1u
 
 struct backing;
+struct backing_reader;
 
 /*
- * Open (or create, mode 0600) the backing file at path, usable up to
- * max_size bytes (rounded down to whole segments; the file grows as
- * segments are written).  Refused when path is a symlink, not a regular
- * file, writable by others, owned by another user, locked by another
- * process (an flock is held while open), smaller than one segment, or on a
- * filesystem without O_DIRECT.  The old contents are discarded.  Returns
+ * Open (or create) the backing file at path, usable up to max_size bytes
+ * (rounded down to whole segments; the file grows as segments are
+ * written), sealing objects with cipher (SEAL_NONE: a CRC only; SEAL_AUTO:
+ * the faster cipher here).
+ *
+ * The file is created with O_CREAT|O_EXCL|O_NOFOLLOW, mode 0600, in a
+ * directory that belongs to the daemon's euid and is not writable by group
+ * or others (checked on the directory's descriptor, which the create then
+ * goes through: a rename of the path meanwhile changes nothing).  An
+ * existing file is used only if it is a regular file of ours, with one
+ * link, no access for group or others, not locked by another process (an
+ * flock is held while open), and empty or carrying zswapfs's header;
+ * otherwise it is refused and left untouched.  Refused too: a filesystem
+ * whose pages may themselves be swapped out or that is served from user
+ * space (tmpfs, ramfs, FUSE), or one on a loop device whose file is on one
+ * (checked down the chain of loop devices), a filesystem without O_DIRECT,
+ * and max_size below one segment.  The old contents are discarded.  Returns
  * NULL with errno set and a message for the user in err.
  */
-struct backing *backing_open(const char *path, uint64_t max_size, char *err, size_t errlen);
+struct backing *backing_open(const char *path, uint64_t max_size, enum seal_cipher cipher,
+			     char *err, size_t errlen);
+/* Truncate the file to its header and close it; wipe the key. */
 void backing_close(struct backing *b);
+/* The cipher in force (never SEAL_AUTO). */
+enum seal_cipher backing_cipher(const struct backing *b);
+
+/*
+ * A reading thread's state: an aligned buffer for O_DIRECT reads and a
+ * cipher context.  Create one per thread that reads, at its start (this
+ * allocates); destroy them all before backing_close().  NULL with errno set.
+ */
+struct backing_reader *backing_reader_create(struct backing *b);
+void backing_reader_destroy(struct backing_reader *r);
 
 /*
  * Add an object of len bytes (1..BACKING_MAX_DATA) for slot to the open
  * segment.  Returns 0 and its location in *loc: its offset in the file, a
- * multiple of 16 (the low 4 bits are free for the caller's flags), which
- * may be 0.  The location may be read and freed at once, but it only
- * survives a successful backing_flush(): after a failed one it is gone.
- * Returns -ENOSPC when the open segment has no room (or none is open):
- * flush, then append again; -ENOSPC again means the file is full.
+ * multiple of 16 (the low 4 bits are free for the caller's flags), never 0
+ * (the file's header is there).  The location may be read and freed at
+ * once, but it only survives a successful backing_flush(): after a failed
+ * one it is gone.  Returns -ENOSPC when the open segment has no room (or
+ * none is open, or an abort closed it): flush, then append again; -ENOSPC
+ * again means the file is full.
  * -EINVAL for a bad len, -EBUSY when called during a flush.
  */
 int backing_append(struct backing *b, uint32_t slot, uint8_t codec, const void *data,
@@ -90,18 +129,24 @@ int backing_append(struct backing *b, uint32_t slot, uint8_t codec, const void *
  * calls backing_abort(), or flushes again later.
  */
 int backing_flush(struct backing *b);
-/* Drop the objects appended since the last flush; their locations are invalid. */
+/*
+ * Drop the objects appended since the last flush; their locations are
+ * invalid.  Their places are not filled again under the same nonces: a
+ * segment that has objects on disk already takes no more appends (the next
+ * flush closes it); one that has none starts again under a new sequence.
+ */
 void backing_abort(struct backing *b);
 
 /*
- * Read the object at loc, which must belong to slot.  scratch: see
- * BACKING_SCRATCH_SIZE.  Returns 0 and points *data (inside scratch) at its
- * *len bytes, stored with *codec; or -EIO when it cannot be read, or what
- * is there is not an object of this slot with a good checksum (both
- * counted in read_errors).
+ * Read the object at loc, which must belong to slot, with the reader r of
+ * the calling thread.  Returns 0 and points *data (inside r's buffer, valid
+ * until r's next use) at its *len bytes, stored with *codec; or -EIO when it
+ * cannot be read, or what is there is not an object of this slot that
+ * passes its checksum or tag (all counted in read_errors; failed tags also
+ * in auth_failures).
  */
-int backing_read(struct backing *b, uint64_t loc, uint32_t slot, void *scratch,
-		 const void **data, uint16_t *len, uint8_t *codec);
+int backing_read(struct backing_reader *r, uint64_t loc, uint32_t slot, const void **data,
+		 uint16_t *len, uint8_t *codec);
 /* The object at loc, of len bytes, is dead. */
 void backing_free(struct backing *b, uint64_t loc, uint16_t len);
 
@@ -111,11 +156,13 @@ void backing_free(struct backing *b, uint64_t loc, uint16_t len);
  * moved.  backing_pick_sparse() finds the written segment with the fewest
  * live bytes, if that is below pct % of a segment: 0 and *seg, or -ENOENT.
  * backing_read_segment() reads a whole segment into buf (BACKING_SEG_SIZE
- * bytes, BACKING_ALIGN-aligned).  backing_next_object() walks what it read:
- * from *pos (start at 0), the next object whose header and checksum are
- * good; false at the end.  Objects that fail their checksum are skipped:
- * their slots get EIO on read whatever happens, and they keep the segment
- * alive.
+ * bytes, BACKING_ALIGN-aligned).  backing_next_object() walks what it read,
+ * with the reader r of the calling thread: from *pos (start at 0), the next
+ * object whose header and checksum or tag are good, opened in place in buf;
+ * false at the end.  Objects that fail are skipped (and not counted: their
+ * slots get EIO on read whatever happens, and are counted then), and they
+ * keep the segment alive.  buf is trusted in nothing: any bytes at all end
+ * in objects that passed their check, or in false.
  *
  * The last free segment is kept for compaction: only between
  * backing_set_compacting(b, true) and (b, false) may a flush open it, so
@@ -136,7 +183,7 @@ int backing_pick_sparse(struct backing *b, unsigned int pct, uint32_t *seg);
 int backing_read_segment(struct backing *b, uint32_t seg, void *buf);
 void backing_set_compacting(struct backing *b, bool on);
 bool backing_segment_emptied(struct backing *b, uint32_t seg);
-bool backing_next_object(const void *buf, uint32_t seg, uint32_t *pos,
+bool backing_next_object(struct backing_reader *r, void *buf, uint32_t seg, uint32_t *pos,
 			 struct backing_object *obj);
 
 struct backing_stats {
@@ -149,7 +196,8 @@ struct backing_stats {
 	uint64_t writes;		/* segment writes that succeeded */
 	uint64_t reads;			/* objects read back */
 	uint64_t write_errors;
-	uint64_t read_errors;		/* I/O errors and checksum/header mismatches */
+	uint64_t read_errors;		/* I/O errors, checksum/header/tag mismatches */
+	uint64_t auth_failures;		/* of those, objects whose tag did not match */
 	uint64_t holes_punched;		/* segments freed and given back to the fs */
 };
 

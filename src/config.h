@@ -45,6 +45,7 @@ struct zs_config {
 	uint64_t writeback_daily_limit;	/* bytes a day; 0 = no limit */
 	int64_t writeback_compact_threshold;	/* % live below which a segment is rewritten */
 	bool writeback_promote;		/* reads bring pages back to the arena */
+	bool writeback_encrypt;		/* seal objects (AEAD) with a key of this run */
 
 	/* Where the levels were last set ("file:line", "mount option"), for
 	 * the check that can only run once the algorithms are known. */

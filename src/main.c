@@ -218,7 +218,8 @@ static int open_backing(const struct zs_config *cfg, struct backing **out)
 		return 0;
 	if (max < BACKING_SEG_SIZE)
 		max = BACKING_SEG_SIZE;
-	*out = backing_open(cfg->writeback_backing_file, max, err, sizeof(err));
+	*out = backing_open(cfg->writeback_backing_file, max,
+			    cfg->writeback_encrypt ? SEAL_AUTO : SEAL_NONE, err, sizeof(err));
 	if (!*out) {
 		fprintf(stderr, "zswapfs: %s\n", err);
 		return -1;
@@ -307,8 +308,10 @@ int main(int argc, char **argv)
 		goto out_unmount;
 	}
 	if (backing) {
-		log_info("writing back to %s (%s)", cfg.writeback_backing_file,
-			 cfg.writeback_enabled ? "automatic" : "on command only");
+		log_info("writing back to %s (%s, %s)", cfg.writeback_backing_file,
+			 cfg.writeback_enabled ? "automatic" : "on command only",
+			 backing_cipher(backing) == SEAL_NONE ? "not encrypted" :
+			 seal_cipher_name(backing_cipher(backing)));
 		store_set_make_room(st, make_room, fs.policy);
 	}
 

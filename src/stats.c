@@ -8,6 +8,7 @@
 #include "backing.h"
 #include "codec.h"
 #include "policy.h"
+#include "seal.h"
 #include "stats.h"
 #include "store.h"
 #include "uring.h"
@@ -84,6 +85,8 @@ static void put_backing(struct text *t, struct backing *b, const struct policy_s
 	put(t, "backing_compaction_moves", ws->compaction_moves);
 	put(t, "backing_holes_punched", bs.holes_punched);
 	put(t, "backing_read_errors", bs.read_errors);
+	put(t, "backing_auth_failures", bs.auth_failures);
+	put_text(t, "backing_cipher", b ? seal_cipher_name(backing_cipher(b)) : "none");
 	put(t, "backing_write_errors", bs.write_errors);
 	put(t, "writeback_failed", ws->failed);
 	put(t, "writeback_spills", ps->wb_spills);

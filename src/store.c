@@ -154,12 +154,9 @@ int store_worker_init(struct store_worker *w, const struct store *st)
 
 	memset(w, 0, sizeof(*w));
 	if (st->backing) {
-		void *scratch;
-
-		err = posix_memalign(&scratch, BACKING_ALIGN, BACKING_SCRATCH_SIZE);
-		if (err)
-			return -err;
-		w->bscratch = scratch;
+		w->breader = backing_reader_create(st->backing);
+		if (!w->breader)
+			return -errno;
 	}
 	/* Every codec, not only the configured one: a page keeps the codec that
 	 * stored it, and reads must never allocate. */
@@ -179,8 +176,8 @@ int store_worker_init(struct store_worker *w, const struct store *st)
 out_fini:
 	while (id--)
 		codec_ctx_fini(&w->ctx[id]);
-	free(w->bscratch);
-	w->bscratch = NULL;
+	backing_reader_destroy(w->breader);
+	w->breader = NULL;
 	return err;
 }
 
@@ -191,8 +188,8 @@ void store_worker_fini(struct store_worker *w)
 	for (id = 0; id < CODEC_COUNT; id++)
 		codec_ctx_fini(&w->ctx[id]);
 	codec_ctx_fini(&w->rctx);
-	free(w->bscratch);
-	w->bscratch = NULL;
+	backing_reader_destroy(w->breader);
+	w->breader = NULL;
 }
 
 uint64_t store_nr_pages(const struct store *st)
@@ -423,9 +420,9 @@ static int backing_load_locked(struct store *st, struct store_worker *w, uint64_
 	uint8_t codec;
 	int err;
 
-	if (backing_read(st->backing, s->loc, (uint32_t)idx, w->bscratch, &obj, &len, &codec))
+	if (backing_read(w->breader, s->loc, (uint32_t)idx, &obj, &len, &codec))
 		return -EIO;
-	/* The header matched its checksum; it must also be what the slot says. */
+	/* The header passed its checksum or tag; it must also be what the slot says. */
 	if (len != s->size || codec != s->codec)
 		return -EIO;
 	count_add(st, &st->counters.bd_reads, 1);

@@ -32,6 +32,7 @@
 #include "codec.h"
 
 struct backing;
+struct backing_reader;
 
 #define STORE_PAGE_SIZE		4096u
 #define STORE_PAGE_SHIFT	12
@@ -63,7 +64,7 @@ struct store_worker {
 	struct codec_ctx rctx;			/* recompression, at its own level */
 	unsigned char cbuf[STORE_PAGE_SIZE];	/* compressed output */
 	unsigned char pbuf[STORE_PAGE_SIZE];	/* partial-page scratch */
-	void *bscratch;				/* backing reads (aligned); with a backing file */
+	struct backing_reader *breader;		/* with a backing file: reads of it */
 };
 
 /* The figures of the stats file that the store keeps (zram's meanings). */

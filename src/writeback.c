@@ -24,6 +24,7 @@ struct writeback {
 	uint64_t staged_bytes;		/* object bytes in batch */
 	uint64_t staged_disk;		/* and what they take on disk, headers included */
 	void *segbuf;			/* a whole segment, for compaction */
+	struct backing_reader *reader;	/* to open its objects */
 
 	pthread_mutex_t lock;		/* guards the fields below, for stats readers */
 	struct writeback_stats stats;
@@ -104,10 +105,13 @@ struct writeback *writeback_create(struct store *st, const struct writeback_conf
 	wb->cfg = *cfg;
 	wb->batch = calloc(WB_BATCH_MAX, sizeof(*wb->batch));
 	err = posix_memalign(&wb->segbuf, BACKING_ALIGN, BACKING_SEG_SIZE);
-	if (!wb->batch || err) {
+	if (err)
+		wb->segbuf = NULL;
+	wb->reader = backing_reader_create(wb->b);
+	if (!wb->batch || !wb->segbuf || !wb->reader) {
+		backing_reader_destroy(wb->reader);
 		free(wb->batch);
-		if (!err)
-			free(wb->segbuf);
+		free(wb->segbuf);
 		free(wb);
 		errno = ENOMEM;
 		return NULL;
@@ -124,6 +128,7 @@ void writeback_destroy(struct writeback *wb)
 	if (!wb)
 		return;
 	pthread_mutex_destroy(&wb->lock);
+	backing_reader_destroy(wb->reader);
 	free(wb->segbuf);
 	free(wb->batch);
 	free(wb);
@@ -322,7 +327,7 @@ unsigned int writeback_compact(struct writeback *wb, unsigned int max_segments,
 		if (backing_read_segment(wb->b, seg, wb->segbuf))
 			break;
 		pos = 0;
-		while (!err && backing_next_object(wb->segbuf, seg, &pos, &o)) {
+		while (!err && backing_next_object(wb->reader, wb->segbuf, seg, &pos, &o)) {
 			if (!budget_allows(wb)) {
 				err = -EDQUOT;
 				break;

@@ -176,7 +176,8 @@ static void env_open(struct env *e, const struct env_opts *o)
 
 	memset(e, 0, sizeof(*e));
 	snprintf(path, sizeof(path), "%s/backing.%d", tmpdir, (int)getpid());
-	e->b = backing_open(path, o->backing_max ? o->backing_max : 16 * MIB, err, sizeof(err));
+	e->b = backing_open(path, o->backing_max ? o->backing_max : 16 * MIB, SEAL_AUTO, err,
+			    sizeof(err));
 	ck_assert_msg(e->b != NULL, "%s", err);
 	sp.backing = e->b;
 	e->st = store_create(&sp);
@@ -353,23 +354,26 @@ static uint32_t next_second(struct env *e)
  */
 static void locate(struct env *e, uint64_t *loc)
 {
+	struct backing_reader *r = backing_reader_create(e->b);
 	struct backing_object o;
 	struct backing_stats bs;
 	uint32_t seg, pos;
 	void *buf;
 
+	ck_assert_ptr_nonnull(r);
 	ck_assert_int_eq(posix_memalign(&buf, BACKING_ALIGN, SEG), 0);
 	backing_get_stats(e->b, &bs);
 	memset(loc, 0xff, e->pages * sizeof(*loc));
 	for (seg = 0; seg < bs.bytes_max / SEG; seg++) {
 		ck_assert_int_eq(backing_read_segment(e->b, seg, buf), 0);
 		pos = 0;
-		while (backing_next_object(buf, seg, &pos, &o)) {
+		while (backing_next_object(r, buf, seg, &pos, &o)) {
 			require(o.slot < e->pages);
 			loc[o.slot] = o.loc;
 		}
 	}
 	free(buf);
+	backing_reader_destroy(r);
 }
 
 /* Flip the bits of one byte of the file, behind the backing module's back. */
@@ -1089,7 +1093,7 @@ START_TEST(test_daily_budget)
 END_TEST
 
 /*
- * The budget counts what goes to the file (16-byte header and padding per
+ * The budget counts what goes to the file (32-byte header and padding per
  * object), not only the objects' bytes: with small objects that is most of
  * it, and writeback.daily_limit is never passed.
  */

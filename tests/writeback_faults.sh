@@ -8,11 +8,14 @@
 #    writeback.max_size.  Writes go on while either the arena or the
 #    filesystem has room, fail with ENOSPC once both are full, and every
 #    page whose write succeeded reads back byte for byte.
-# b) Failing I/O: the backing file sits on ext4 on a loop device whose own
-#    backing file is on a second zswapfs mount; killing that daemon makes
-#    every I/O of the loop device fail, as a dying disk would.  (This is
-#    what a device-mapper `error` table would do; this kernel has no
-#    device-mapper, and no other block driver that fails on request.)
+# b) Failing I/O: the backing file sits on ext4 on a loop device over an
+#    image file; cutting the image to 1 MiB and telling the loop device
+#    (losetup --set-capacity) makes every I/O past that fail with EIO, as a
+#    dying disk's would.  (This is what a device-mapper `error` table would
+#    do; this kernel has no device-mapper and no fault injection.  A loop
+#    device over a second zswapfs mount, whose daemon is killed, did it
+#    once; a backing file there is refused now: FUSE under the backing file
+#    could deadlock the daemon.)
 #    Pages written back before the failure then read as EIO, each of them
 #    and nothing else; pages written after it stay in RAM and read back
 #    intact; the daemon goes on serving and still unmounts cleanly.
@@ -161,11 +164,8 @@ drop_undo losetup -d "$loop"
 # ---- b) the backing device fails ------------------------------------------------------
 
 log "b) backing file on ext4 on a device that starts failing"
-# The device: a loop device over a second zswapfs (no backing file of its own).
-zs_mount size=64M
-low_mnt=$ZS_MNT
-low_pid=$ZS_PID
-loop=$(losetup --find --show --direct-io=on "$low_mnt/swap") || fail "losetup failed"
+truncate -s 64M "$ZS_TMP/dev.img"
+loop=$(losetup --find --show --direct-io=on "$ZS_TMP/dev.img") || fail "losetup failed"
 push_undo losetup -d "$loop"
 make_ext4 "$loop"
 fs=$FS_DIR
@@ -199,11 +199,11 @@ read -r ok eio zero bad odd < <(page_states "$mnt/swap" "$ref" 0 2048)
 [ "$ok" -eq 2048 ] || fail "before the failure: ok $ok, eio $eio, zero $zero, bad $bad ($odd)"
 dd if="$ZS_TMP/B" of="$mnt/swap" bs=1M seek=16 oflag=direct conv=notrunc status=none
 
-# The device fails: its daemon dies, and every request the loop device
-# passes on fails.
-kill -KILL "$low_pid"
-{ wait "$low_pid"; } 2>/dev/null || true
-log "killed the daemon under $loop; from now on its I/O fails"
+# The device fails: everything past its first MiB (the backing file's
+# blocks are far beyond) is gone, and every request there fails.
+truncate -s 1M "$ZS_TMP/dev.img"
+losetup --set-capacity "$loop" || fail "losetup --set-capacity $loop failed"
+log "cut $loop to 1 MiB; from now on its I/O fails"
 rerr0=$(zs_stat "$mnt" backing_read_errors)
 fr0=$(zs_stat "$mnt" failed_reads)
 read -r ok eio zero bad odd < <(page_states "$mnt/swap" "$ref" 0 1536)

@@ -102,8 +102,10 @@ assert d["algorithm"] == "lz4", d["algorithm"]
 assert d["writeback_status"] == "none", d["writeback_status"]
 assert d["writeback_budget_left"] == "unlimited", d["writeback_budget_left"]
 assert d["fuse_transport"] in ("dev_fuse", "io_uring"), d["fuse_transport"]
+assert d["backing_cipher"] == "none", d["backing_cipher"]
 for k, v in txt:
-    if k in ("algorithm", "writeback_status", "writeback_budget_left", "fuse_transport"):
+    if k in ("algorithm", "writeback_status", "writeback_budget_left", "fuse_transport",
+             "backing_cipher"):
         assert isinstance(d[k], str) and d[k] == v, k
         continue
     # the daemon's own memory moves between two reads, and over io_uring

@@ -19,13 +19,16 @@
 #   MNT        FUSE mount point (made by start_fuse): unmounted, then removed
 #   DPID       pid of the FUSE server: waited for (its exit status is left in DAEMON_RC)
 #   BACKFILE   the FUSE server's backing file (writeback): removed once the server is gone
+#   BACKPRIV   the private directory made for it (zswapfs wants a directory of root's that
+#              others cannot write): removed after it
 #   ZRAM_USED  zram0 was configured: reset
 #   CG         memory cgroup directory: removed
 #   TMP        temporary directory: removed by the EXIT trap only
 
 ZRAM=/sys/block/zram0
 PIN=''
-SAMPLER='' SWAPDEV='' LOOPDEV='' MNT='' DPID='' BACKFILE='' ZRAM_USED='' CG='' TMP='' DAEMON_RC=''
+SAMPLER='' SWAPDEV='' LOOPDEV='' MNT='' DPID='' BACKFILE='' BACKPRIV='' ZRAM_USED='' CG='' TMP=''
+DAEMON_RC=''
 
 log() { echo "$BENCH: $*" >&2; }
 
@@ -94,6 +97,9 @@ teardown() {
 	fi
 	if [ -n "$BACKFILE" ]; then
 		rm -f -- "$BACKFILE"; BACKFILE=
+	fi
+	if [ -n "$BACKPRIV" ]; then
+		rmdir -- "$BACKPRIV"; BACKPRIV=
 	fi
 	if [ -n "$MNT" ]; then
 		rmdir "$MNT" 2>/dev/null; MNT=

@@ -156,7 +156,8 @@ setup_dev() {
 		[ "$var" = rc ] && opts="$opts,recompress.enabled=true,recompress.idle_age=1"
 		[ "$var" = rc ] && opts="$opts,recompress.rate=0"
 		if [ "${var#wb}" != "$var" ]; then
-			BACKFILE=$BACKDIR/swapbench.$$.backing
+			BACKPRIV=$(mktemp -d "$BACKDIR/swapbench.XXXXXX") || return 1
+			BACKFILE=$BACKPRIV/backing
 			opts="$opts,mem_limit=${BUDGET_MIB}M,writeback.backing_file=$BACKFILE"
 		fi
 		[ "$var" = wbp ] && opts="$opts,writeback.promote=true"
