@@ -275,10 +275,18 @@ int main(int argc, char **argv)
 		goto out_session;
 	if (cfg.fuse_uring)
 		fs_want_uring(&fs, se);
+	err = fs_install_io(&fs, se);
+	if (err) {
+		fprintf(stderr, "zswapfs: cannot take over reading /dev/fuse: %s\n", strerror(-err));
+		goto out_unmount;
+	}
 	if (fuse_daemonize(cl.foreground))
 		goto out_unmount;
-	if (!cl.foreground)
-		log_to_syslog(1);
+	if (!cl.foreground) {
+		log_quiet_stderr();	/* it is /dev/null now */
+		if (log_to_syslog())
+			log_warn("no syslog (/dev/log): messages are lost from now on");
+	}
 
 	/* Before any thread exists: threads inherit the flag. */
 	harden_io_flusher();
@@ -288,6 +296,10 @@ int main(int argc, char **argv)
 		 (unsigned long long)(cfg.mem_limit >> 20), fs.threads,
 		 fs.uring_wanted ? ", FUSE over io_uring" : "");
 
+	/* From now on logging only queues: no request thread waits on it. */
+	err = log_start();
+	if (err)
+		log_warn("no log thread (%s): messages are written at once", strerror(-err));
 	/* After fork and mlockall: threads do not survive fuse_daemonize's
 	 * fork, and their stacks must be locked. */
 	pcfg.recompress = cfg.recompress_enabled;
@@ -331,6 +343,7 @@ out_store:
 out_backing:
 	backing_close(backing);
 out_args:
+	log_stop();
 	for (i = 0; i < cl.nr_settings; i++)
 		free(cl.settings[i]);
 	free(cl.mountpoint);
