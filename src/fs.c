@@ -39,7 +39,7 @@ static const struct fs_file {
 } fs_files[INO_END] = {
 	[INO_ROOT] = { ".", S_IFDIR | 0755 },
 	[INO_SWAP] = { "swap", S_IFREG | 0600 },
-	[INO_STATS] = { "stats", S_IFREG | 0444 },
+	[INO_STATS] = { "stats", S_IFREG | 0440 },	/* root:stats_group */
 	[INO_CONTROL] = { "control", S_IFREG | 0200 },
 };
 
@@ -79,8 +79,8 @@ static void fill_stat(struct fs *fs, fuse_ino_t ino, struct stat *stbuf)
 	stbuf->st_ino = ino;
 	stbuf->st_mode = fs_files[ino].mode;
 	stbuf->st_nlink = S_ISDIR(stbuf->st_mode) ? 2 : 1;
-	stbuf->st_uid = getuid();
-	stbuf->st_gid = getgid();
+	stbuf->st_uid = fs->owner;
+	stbuf->st_gid = ino == INO_STATS ? fs->stats_gid : getgid();
 	stbuf->st_blksize = STORE_PAGE_SIZE;
 	stbuf->st_atim = stbuf->st_mtim = stbuf->st_ctim = fs->mount_time;
 	if (ino == INO_SWAP) {
@@ -96,6 +96,27 @@ static void fill_stat(struct fs *fs, fuse_ino_t ino, struct stat *stbuf)
 static bool valid_ino(fuse_ino_t ino)
 {
 	return ino >= INO_ROOT && ino < INO_END;
+}
+
+/*
+ * The second check after the kernel's (default_permissions): root, or the
+ * daemon's own user, and nobody else, opens `swap` and `control` or changes
+ * an attribute.  The caller's uid is the one the kernel puts in the request.
+ * Reads, writes and fallocate go through a handle that open gave out (the
+ * kernel's own model), so they are not checked again: the loop device's
+ * worker, which sends them, need not carry the opener's credentials.
+ */
+static bool caller_is_owner(fuse_req_t req, const struct fs *fs)
+{
+	uid_t uid = fuse_req_ctx(req)->uid;
+
+	return uid == 0 || uid == fs->owner;
+}
+
+static void deny(fuse_req_t req, struct fs *fs, int err)
+{
+	atomic_fetch_add_explicit(&fs->io.access_denied, 1, memory_order_relaxed);
+	fuse_reply_err(req, err);
 }
 
 static void fs_lookup(fuse_req_t req, fuse_ino_t parent, const char *name)
@@ -146,6 +167,10 @@ static void fs_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr, int to
 
 	if (!valid_ino(ino)) {
 		fuse_reply_err(req, ENOENT);
+		return;
+	}
+	if (!caller_is_owner(req, fs)) {
+		deny(req, fs, EPERM);
 		return;
 	}
 	if (to_set & (FUSE_SET_ATTR_MODE | FUSE_SET_ATTR_UID | FUSE_SET_ATTR_GID)) {
@@ -199,13 +224,18 @@ static void fs_readdir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 /*
  * A snapshot buffer for an open of `stats`.  They are made at start, so an
  * open never allocates (the request thread also serves swap, and a malloc
- * under memory pressure could wait on reclaim, which may wait on swap).
- * NULL when none is free.
+ * under memory pressure could wait on reclaim, which may wait on swap).  The
+ * last free one is kept for the owner, so that other readers cannot keep
+ * root from its own figures.  NULL when none is free.
  */
-static struct fs_stats_slot *stats_slot_get(struct fs *fs)
+static struct fs_stats_slot *stats_slot_get(struct fs *fs, bool owner)
 {
-	unsigned int i;
+	unsigned int i, free_left = 0;
 
+	for (i = 0; i < FS_STATS_SLOTS; i++)
+		free_left += !atomic_load(&fs->stats_slot[i].busy);
+	if (free_left <= 1 && !owner)
+		return NULL;
 	for (i = 0; i < FS_STATS_SLOTS; i++) {
 		bool busy = false;
 
@@ -219,8 +249,13 @@ static void fs_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 {
 	struct fs *fs = req_fs(req);
 	int acc = fi->flags & O_ACCMODE;
+	bool owner = caller_is_owner(req, fs);
 	struct fs_stats_slot *slot;
 
+	if ((ino == INO_SWAP || ino == INO_CONTROL) && !owner) {
+		deny(req, fs, EACCES);
+		return;
+	}
 	switch (ino) {
 	case INO_SWAP:
 		fi->direct_io = 1;
@@ -232,7 +267,13 @@ static void fs_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 			fuse_reply_err(req, EACCES);
 			return;
 		}
-		slot = stats_slot_get(fs);
+		/* Others reach the mount only with allow_other; the kernel has
+		 * checked that they are in the file's group. */
+		if (!owner && !fs->others_allowed) {
+			deny(req, fs, EACCES);
+			return;
+		}
+		slot = stats_slot_get(fs, owner);
 		if (!slot) {
 			fuse_reply_err(req, EBUSY);
 			return;
@@ -625,6 +666,8 @@ int fs_init(struct fs *fs, struct store *st, unsigned int threads, unsigned int 
 	fs->store = st;
 	fs->threads = threads ? threads : 1;
 	fs->busy_poll_ns = (uint64_t)busy_poll_us * 1000u;
+	fs->owner = getuid();
+	fs->stats_gid = getgid();
 	clock_gettime(CLOCK_REALTIME, &fs->mount_time);
 	fs->stop_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
 	if (fs->stop_fd < 0)

@@ -20,6 +20,7 @@
 #include <stdatomic.h>
 #include <stdbool.h>
 #include <stdint.h>
+#include <sys/types.h>
 
 #include "stats.h"
 
@@ -47,6 +48,17 @@ struct fs {
 	_Atomic int swap_opens;		/* open handles on `swap` */
 	int stop_fd;			/* eventfd: readable once a stop is requested */
 	_Atomic int stop_requested;	/* a signal asked us to stop */
+
+	/*
+	 * Access.  `swap` and `control` are the owner's (root's) alone,
+	 * whatever the mount options: the mount always has
+	 * default_permissions (the kernel checks the modes below), and open
+	 * and setattr check the caller's uid again.  Others reach the mount
+	 * only with allow_other, and then may read `stats` when in its group.
+	 */
+	uid_t owner;			/* the daemon's uid (root) */
+	gid_t stats_gid;		/* group of `stats` (mode 0440) */
+	bool others_allowed;		/* mounted with allow_other */
 
 	struct fs_stats_slot stats_slot[FS_STATS_SLOTS];
 

@@ -5,9 +5,11 @@
  *   zswapfs [SOURCE] MOUNTPOINT [-f] [-d] [-c CONFIG] [-o opt[,opt...]]
  *
  * SOURCE is what fstab's first field passes: a config file path, or a word
- * such as "zswapfs".  Settings come from the built-in defaults, then the
- * config file (-c, or SOURCE when it is a path), then -o options; -o options
- * that are not settings go to FUSE (fsname, allow_other, ...).
+ * such as "zswapfs"; it names the mount and is never read as options.
+ * Settings come from the built-in defaults, then the config file (-c, or
+ * SOURCE when it is a path), then -o options; -o options that are not
+ * settings go to FUSE (allow_other only with stats_group, see ACCESS in
+ * zswapfs(8)).
  */
 #include <errno.h>
 #include <getopt.h>
@@ -33,6 +35,7 @@ struct cmdline {
 	const char *config_file;
 	bool foreground;
 	bool debug;
+	bool allow_other;		/* -o allow_other: needs stats_group */
 	/* -o key=value pairs that are settings, applied after the file. */
 	char *settings[64];
 	int nr_settings;
@@ -93,6 +96,17 @@ static int take_options(struct cmdline *cl, const char *arg)
 			   !strcmp(key, "noauto") || !strcmp(key, "nofail") ||
 			   !strncmp(key, "x-", 2) || !strncmp(key, "comment=", 8)) {
 			/* fstab words that mount.fuse3 may leave in place. */
+		} else if (!strcmp(opt, "allow_other")) {
+			/* added once stats_group is known (check_access) */
+			cl->allow_other = true;
+		} else if (!strcmp(opt, "allow_root")) {
+			fprintf(stderr, "zswapfs: allow_root: the mount is root's already, and "
+				"nobody else may read its swap or control; to let a group "
+				"read stats, use allow_other,stats_group=GROUP\n");
+			err = -EINVAL;
+			break;
+		} else if (!strcmp(opt, "default_permissions")) {
+			/* always on: build_fuse_args */
 		} else {
 			char buf[256];
 
@@ -177,6 +191,70 @@ static int parse_cmdline(struct cmdline *cl, int argc, char **argv)
 	return 0;
 }
 
+/*
+ * Others may reach the mount only through allow_other, and then only
+ * `stats`, only for one group: without a group named, allow_other is
+ * refused rather than left to mean more than it says.
+ */
+static int check_access(const struct cmdline *cl, const struct zs_config *cfg)
+{
+	if (cl->allow_other && cfg->stats_group.gid < 0) {
+		fprintf(stderr, "zswapfs: allow_other lets other users into the mount; of its "
+			"files only stats is ever shown to them, and only to one group: "
+			"name it with stats_group=GROUP (a group name or number, as a mount "
+			"option or in the configuration file), or leave allow_other out\n");
+		return -EINVAL;
+	}
+	if (!cl->allow_other && cfg->stats_group.gid >= 0)
+		fprintf(stderr, "zswapfs: warning: stats_group=%s has no effect without "
+			"allow_other: only root reaches the mount\n", cfg->stats_group.name);
+	return 0;
+}
+
+/*
+ * FUSE's own options: the mount's name, default_permissions always (the
+ * kernel then checks the files' modes: swap 0600 and control 0200, root's),
+ * and allow_other when check_access let it through.
+ *
+ * SOURCE names the mount (fsname).  libfuse splits an -o argument at commas
+ * and reads a backslash as an escape, so `zswapfs 'z,allow_other' MNT` would
+ * turn into an option: commas and backslashes are escaped, so that SOURCE
+ * stays one name, whatever path or word it is (a config file's path may
+ * hold a comma; refusing it would refuse a file the user can read).  Control
+ * characters are refused: no path or word needs them, and the name shows in
+ * mount tables and logs.
+ */
+static int build_fuse_args(struct cmdline *cl)
+{
+	const char *src = cl->source ? cl->source : "zswapfs", *p;
+	char *arg, *d;
+	int err = 0;
+
+	for (p = src; *p; p++) {
+		if ((unsigned char)*p < 0x20 || *p == 0x7f) {
+			fprintf(stderr, "zswapfs: SOURCE holds a control character: give a "
+				"configuration file's path or a plain word\n");
+			return -EINVAL;
+		}
+	}
+	arg = malloc(2 * strlen(src) + sizeof("-ofsname=,subtype=zswapfs"));
+	if (!arg)
+		return -ENOMEM;
+	d = arg + sprintf(arg, "-ofsname=");
+	for (p = src; *p; p++) {
+		if (*p == ',' || *p == '\\')
+			*d++ = '\\';
+		*d++ = *p;
+	}
+	strcpy(d, ",subtype=zswapfs");
+	if (fuse_opt_add_arg(&cl->fuse_args, arg) ||
+	    fuse_opt_add_arg(&cl->fuse_args, "-odefault_permissions") ||
+	    (cl->allow_other && fuse_opt_add_arg(&cl->fuse_args, "-oallow_other")))
+		err = -ENOMEM;
+	free(arg);
+	return err;
+}
+
 static int load_settings(struct zs_config *cfg, const struct cmdline *cl)
 {
 	char err[512];
@@ -236,15 +314,11 @@ int main(int argc, char **argv)
 	struct cmdline cl;
 	struct store *st;
 	struct fs fs;
-	char fsname[300];
 	int err, i, ret = 1;
 
-	if (parse_cmdline(&cl, argc, argv) || load_settings(&cfg, &cl))
+	if (parse_cmdline(&cl, argc, argv) || load_settings(&cfg, &cl) ||
+	    check_access(&cl, &cfg) || build_fuse_args(&cl))
 		goto out_args;
-
-	snprintf(fsname, sizeof(fsname), "-ofsname=%s,subtype=zswapfs",
-		 cl.source ? cl.source : "zswapfs");
-	fuse_opt_add_arg(&cl.fuse_args, fsname);
 
 	sp.size = cfg.size;
 	sp.codec = codec_find(cfg.algorithm);
@@ -266,6 +340,9 @@ int main(int argc, char **argv)
 		fprintf(stderr, "zswapfs: %s\n", strerror(-err));
 		goto out_store;
 	}
+	fs.others_allowed = cl.allow_other;
+	if (cfg.stats_group.gid >= 0)
+		fs.stats_gid = (gid_t)cfg.stats_group.gid;
 	se = fuse_session_new(&cl.fuse_args, &fs_ops, sizeof(fs_ops), &fs);
 	if (!se)	/* libfuse has said which option it did not know */
 		goto out_fs;

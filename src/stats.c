@@ -186,9 +186,11 @@ size_t stats_snapshot(struct store *st, struct policy *pol, const struct stats_i
 	/* The kernel uses the rings only once every CPU's queue has an entry. */
 	put_text(&t, "fuse_transport", uring_session_requests() ? "io_uring" : "dev_fuse");
 	put(&t, "uring_reqs", uring_session_requests());
-	/* Failures the daemon lived through (zswapfs(8), MEMORY PRESSURE) */
+	/* Failures lived through, and refusals (zswapfs(8), MEMORY PRESSURE
+	 * and ACCESS) */
 	put(&t, "request_loop_errors",
 	    atomic_load_explicit(&io->loop_errors, memory_order_relaxed) + uring_session_errors());
+	put(&t, "access_denied", atomic_load_explicit(&io->access_denied, memory_order_relaxed));
 	put(&t, "log_dropped", log_dropped());
 	/* Fragmentation: places allocated in spans but holding no object. */
 	put(&t, "frag_bytes", arena_unused_bytes(cls));

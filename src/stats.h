@@ -31,6 +31,7 @@ struct stats_io {
 	_Atomic uint64_t ns_max[STATS_REQ_COUNT];
 	_Atomic uint64_t errors[STATS_REQ_COUNT];
 	_Atomic uint64_t loop_errors;	/* failed reads and polls of /dev/fuse */
+	_Atomic uint64_t access_denied;	/* opens and setattrs refused (fs.c) */
 };
 
 void stats_io_account(struct stats_io *io, enum stats_req kind, uint64_t bytes, uint64_t ns,
