@@ -12,6 +12,7 @@
 
 #include "codec.h"
 #include "config.h"
+#include "harden.h"
 
 enum setting_type {
 	SETTING_SIZE,		/* bytes, K/M/G suffixes, maybe % of RAM */
@@ -19,6 +20,7 @@ enum setting_type {
 	SETTING_CODEC,		/* a codec name */
 	SETTING_BOOL,		/* true/false, yes/no, on/off, 1/0 */
 	SETTING_PATH,		/* an absolute path, or "" for none */
+	SETTING_CHOICE,		/* one word of a list; stored as its index (int) */
 	SETTING_GROUP,		/* a group name or number, or "" for none */
 };
 
@@ -33,6 +35,24 @@ struct setting {
 };
 
 #define OFF(field) offsetof(struct zs_config, field)
+
+/* The words of each SETTING_CHOICE, NULL-terminated; the index of a word is
+ * the value stored. */
+static const char *const lock_memory_words[] = { "required", "try", NULL };	/* enum zs_lock_memory */
+
+static const struct {
+	size_t offset;
+	const char *const *words;
+} setting_choices[] = {
+	{ OFF(lock_memory), lock_memory_words },
+};
+
+/* A sanitizer build cannot lock memory at all (harden.h): it is for tests. */
+#if HARDEN_CAN_MLOCK
+#define LOCK_MEMORY_DEFAULT	"required"
+#else
+#define LOCK_MEMORY_DEFAULT	"try"
+#endif
 
 /* Adding a setting is one line here and a field in struct zs_config. */
 static const struct setting settings[] = {
@@ -59,6 +79,9 @@ static const struct setting settings[] = {
 	{ "fuse_uring", SETTING_BOOL, 0, 1, false, "true", OFF(fuse_uring),
 	  "take requests through FUSE over io_uring where the kernel allows it "
 	  "(fuse module parameter enable_uring=Y)" },
+	{ "lock_memory", SETTING_CHOICE, 0, 0, false, LOCK_MEMORY_DEFAULT, OFF(lock_memory),
+	  "required: refuse to start unless all the daemon's memory is locked; "
+	  "try: warn and go on" },
 	{ "stats_group", SETTING_GROUP, 0, 0, false, "", OFF(stats_group),
 	  "group (name or number) that may read the stats file of a mount with "
 	  "allow_other (\"\": none, and allow_other is refused)" },
@@ -184,6 +207,30 @@ static int parse_int(const char *text, int64_t *out)
 	return 0;
 }
 
+static const char *const *choices_of(const struct setting *s)
+{
+	size_t i;
+
+	for (i = 0; i < sizeof(setting_choices) / sizeof(setting_choices[0]); i++)
+		if (setting_choices[i].offset == s->offset)
+			return setting_choices[i].words;
+	return NULL;
+}
+
+/* "required, try" */
+static const char *choices_text(const char *const *words)
+{
+	static char text[128];
+	size_t len = 0;
+	int i;
+
+	text[0] = '\0';
+	for (i = 0; words[i] && len < sizeof(text); i++)
+		len += (size_t)snprintf(text + len, sizeof(text) - len, "%s%s", i ? ", " : "",
+					words[i]);
+	return text;
+}
+
 /*
  * A group by name (looked up now, through NSS) or by number (any number: a
  * group need not be in /etc/group to own a file).  Numbers are checked
@@ -298,6 +345,21 @@ static int setting_apply(const struct setting *s, struct zs_config *cfg, const c
 		}
 		strcpy(field, value);
 		return 0;
+	case SETTING_CHOICE: {
+		const char *const *words = choices_of(s);
+
+		for (num = 0; words && words[num]; num++) {
+			if (!strcmp(value, words[num])) {
+				int choice = (int)num;
+
+				memcpy(field, &choice, sizeof(choice));
+				return 0;
+			}
+		}
+		snprintf(errbuf, errlen, "%s: %s: '%s' is not one of: %s", where, s->name, value,
+			 words ? choices_text(words) : "");
+		return -EINVAL;
+	}
 	case SETTING_GROUP:
 		return parse_group(s, (struct zs_group_setting *)(void *)field, value, where,
 				   errbuf, errlen);

@@ -555,6 +555,23 @@ static void loop_error(struct fs_thread *t, const char *what, int err)
 	poll(&pfd, 1, t->backoff_ms);
 }
 
+/* A stop signal, and the swap file closed: have the mount unmounted (the
+ * loop ends when the kernel ends the connection), or end now.  Returns
+ * whether the loop should end. */
+static bool stop_now(struct fs *fs)
+{
+	uint64_t v;
+	ssize_t r;
+
+	if (!fs->request_unmount)
+		return true;
+	r = read(fs->stop_fd, &v, sizeof(v));	/* rearm: serving goes on */
+	(void)r;
+	if (!atomic_exchange(&fs->unmount_requested, true))
+		fs->request_unmount(fs->unmount_arg);
+	return false;
+}
+
 static void *loop_thread(void *arg)
 {
 	struct fs_thread *t = arg;
@@ -611,7 +628,7 @@ static void *loop_thread(void *arg)
 			continue;
 		}
 		if ((pfd[1].revents & POLLIN) && atomic_load(&t->fs->stop_requested) &&
-		    stop_allowed(t->fs))
+		    stop_allowed(t->fs) && stop_now(t->fs))
 			break;
 	}
 	/* Wake the other threads: their poll sees stop_fd readable. */

@@ -62,6 +62,13 @@ struct fs {
 
 	struct fs_stats_slot stats_slot[FS_STATS_SLOTS];
 
+	/* Asked, once, when a stop signal is allowed to end the daemon: it
+	 * has the mount unmounted, and the loop ends when the kernel ends
+	 * the connection.  NULL: the loop ends at once. */
+	void (*request_unmount)(void *arg);
+	void *unmount_arg;
+	_Atomic bool unmount_requested;
+
 	bool uring_wanted;		/* FUSE over io_uring asked for (uring.h) */
 };
 
@@ -87,7 +94,8 @@ int fs_install_io(struct fs *fs, struct fuse_session *se);
  * file is closed: ending the daemon would lose swapped-out memory. */
 int fs_install_signal_handlers(struct fs *fs);
 
-/* Serve requests until unmounted or stopped.  An error reading or polling
+/* Serve requests until the kernel ends the connection (umount, abort), or
+ * a stop signal does (see request_unmount).  An error reading or polling
  * /dev/fuse is logged, counted and retried (io.loop_errors): while swap
  * sits on us, exiting would take every swapped-out page with it.  0 or
  * -errno. */

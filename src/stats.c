@@ -9,6 +9,7 @@
 #include "arena.h"
 #include "backing.h"
 #include "codec.h"
+#include "harden.h"
 #include "log.h"
 #include "policy.h"
 #include "stats.h"
@@ -116,6 +117,7 @@ size_t stats_snapshot(struct store *st, struct policy *pol, const struct stats_i
 {
 	struct policy_stats ps = { 0 };
 	struct arena_class_stats cls[ARENA_NR_CLASSES];
+	const struct harden_state *hs = harden_state();
 	struct store_counters c;
 	struct arena_stats as;
 	struct text t = { .buf = buf, .cap = cap };
@@ -186,12 +188,16 @@ size_t stats_snapshot(struct store *st, struct policy *pol, const struct stats_i
 	/* The kernel uses the rings only once every CPU's queue has an entry. */
 	put_text(&t, "fuse_transport", uring_session_requests() ? "io_uring" : "dev_fuse");
 	put(&t, "uring_reqs", uring_session_requests());
-	/* Failures lived through, and refusals (zswapfs(8), MEMORY PRESSURE
-	 * and ACCESS) */
+	/* Failures lived through, refusals, and what hardening achieved
+	 * (zswapfs(8), MEMORY PRESSURE, ACCESS and PRIVILEGES) */
 	put(&t, "request_loop_errors",
 	    atomic_load_explicit(&io->loop_errors, memory_order_relaxed) + uring_session_errors());
 	put(&t, "access_denied", atomic_load_explicit(&io->access_denied, memory_order_relaxed));
 	put(&t, "log_dropped", log_dropped());
+	put(&t, "memory_locked", hs->memory_locked);
+	put(&t, "no_new_privs", hs->no_new_privs);
+	/* A number, as the contract wants: bit N is capability N. */
+	put(&t, "capabilities", hs->caps);
 	/* Fragmentation: places allocated in spans but holding no object. */
 	put(&t, "frag_bytes", arena_unused_bytes(cls));
 	for (i = 0; i < ARENA_NR_CLASSES; i++) {

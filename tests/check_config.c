@@ -12,6 +12,7 @@
 #include <unistd.h>
 
 #include "config.h"
+#include "harden.h"
 #include "testutil.h"
 
 static char err[512];
@@ -178,6 +179,31 @@ START_TEST(test_group)
 }
 END_TEST
 
+/* lock_memory: one of its words; anything else names the key and the words. */
+START_TEST(test_choice)
+{
+	struct zs_config cfg;
+
+	config_defaults(&cfg);
+#if HARDEN_CAN_MLOCK
+	ck_assert_int_eq(cfg.lock_memory, ZS_LOCK_REQUIRED);
+#else
+	ck_assert_int_eq(cfg.lock_memory, ZS_LOCK_TRY);	/* a sanitizer build */
+#endif
+	ck_assert_int_eq(config_set(&cfg, "lock_memory", "try", "mount option", err,
+				    sizeof(err)), 0);
+	ck_assert_int_eq(cfg.lock_memory, ZS_LOCK_TRY);
+	ck_assert_int_eq(config_set(&cfg, "lock_memory", "required", "mount option", err,
+				    sizeof(err)), 0);
+	ck_assert_int_eq(cfg.lock_memory, ZS_LOCK_REQUIRED);
+	ck_assert_int_eq(config_set(&cfg, "lock_memory", "maybe", "mount option", err,
+				    sizeof(err)), -EINVAL);
+	ck_assert_ptr_nonnull(strstr(err, "lock_memory"));
+	ck_assert_ptr_nonnull(strstr(err, "required, try"));
+	ck_assert_int_eq(cfg.lock_memory, ZS_LOCK_REQUIRED);
+}
+END_TEST
+
 int main(void)
 {
 	Suite *s = suite_create("config");
@@ -187,6 +213,7 @@ int main(void)
 	tcase_add_test(tc, test_set_and_errors);
 	tcase_add_test(tc, test_file);
 	tcase_add_test(tc, test_group);
+	tcase_add_test(tc, test_choice);
 	suite_add_tcase(s, tc);
 	return run_suite(s);
 }
