@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: GPL-2.0-or-later */
 #include <ctype.h>
 #include <errno.h>
+#include <grp.h>
 #include <inttypes.h>
 #include <libconfig.h>
 #include <stddef.h>
@@ -11,6 +12,7 @@
 
 #include "codec.h"
 #include "config.h"
+#include "harden.h"
 
 enum setting_type {
 	SETTING_SIZE,		/* bytes, K/M/G suffixes, maybe % of RAM */
@@ -18,6 +20,8 @@ enum setting_type {
 	SETTING_CODEC,		/* a codec name */
 	SETTING_BOOL,		/* true/false, yes/no, on/off, 1/0 */
 	SETTING_PATH,		/* an absolute path, or "" for none */
+	SETTING_CHOICE,		/* one word of a list; stored as its index (int) */
+	SETTING_GROUP,		/* a group name or number, or "" for none */
 };
 
 struct setting {
@@ -31,6 +35,24 @@ struct setting {
 };
 
 #define OFF(field) offsetof(struct zs_config, field)
+
+/* The words of each SETTING_CHOICE, NULL-terminated; the index of a word is
+ * the value stored. */
+static const char *const lock_memory_words[] = { "required", "try", NULL };	/* enum zs_lock_memory */
+
+static const struct {
+	size_t offset;
+	const char *const *words;
+} setting_choices[] = {
+	{ OFF(lock_memory), lock_memory_words },
+};
+
+/* A sanitizer build cannot lock memory at all (harden.h): it is for tests. */
+#if HARDEN_CAN_MLOCK
+#define LOCK_MEMORY_DEFAULT	"required"
+#else
+#define LOCK_MEMORY_DEFAULT	"try"
+#endif
 
 /* Adding a setting is one line here and a field in struct zs_config. */
 static const struct setting settings[] = {
@@ -57,6 +79,12 @@ static const struct setting settings[] = {
 	{ "fuse_uring", SETTING_BOOL, 0, 1, false, "true", OFF(fuse_uring),
 	  "take requests through FUSE over io_uring where the kernel allows it "
 	  "(fuse module parameter enable_uring=Y)" },
+	{ "lock_memory", SETTING_CHOICE, 0, 0, false, LOCK_MEMORY_DEFAULT, OFF(lock_memory),
+	  "required: refuse to start unless all the daemon's memory is locked; "
+	  "try: warn and go on" },
+	{ "stats_group", SETTING_GROUP, 0, 0, false, "", OFF(stats_group),
+	  "group (name or number) that may read the stats file of a mount with "
+	  "allow_other (\"\": none, and allow_other is refused)" },
 
 	{ "recompress.enabled", SETTING_BOOL, 0, 1, false, "true", OFF(recompress_enabled),
 	  "recompress idle pages in the background" },
@@ -185,6 +213,74 @@ static int parse_int(const char *text, int64_t *out)
 	return 0;
 }
 
+static const char *const *choices_of(const struct setting *s)
+{
+	size_t i;
+
+	for (i = 0; i < sizeof(setting_choices) / sizeof(setting_choices[0]); i++)
+		if (setting_choices[i].offset == s->offset)
+			return setting_choices[i].words;
+	return NULL;
+}
+
+/* "required, try" */
+static const char *choices_text(const char *const *words)
+{
+	static char text[128];
+	size_t len = 0;
+	int i;
+
+	text[0] = '\0';
+	for (i = 0; words[i] && len < sizeof(text); i++)
+		len += (size_t)snprintf(text + len, sizeof(text) - len, "%s%s", i ? ", " : "",
+					words[i]);
+	return text;
+}
+
+/*
+ * A group by name (looked up now, through NSS) or by number (any number: a
+ * group need not be in /etc/group to own a file).  Numbers are checked
+ * before names, as chown(1) does not: a group named "100" is unusual, a
+ * number given for a group is not.
+ */
+static int parse_group(const struct setting *s, struct zs_group_setting *g, const char *value,
+		       const char *where, char *errbuf, size_t errlen)
+{
+	struct group grp, *found = NULL;
+	char buf[16384];
+	int64_t num;
+	int err;
+
+	if (strlen(value) >= sizeof(g->name)) {
+		snprintf(errbuf, errlen, "%s: %s: the group name is too long", where, s->name);
+		return -EINVAL;
+	}
+	if (!value[0]) {
+		g->name[0] = '\0';
+		g->gid = -1;
+		return 0;
+	}
+	if (isdigit((unsigned char)value[0])) {
+		/* (gid_t)-1 means "no change" to chown(2): not a group */
+		if (parse_int(value, &num) || num < 0 || num >= (int64_t)UINT32_MAX) {
+			snprintf(errbuf, errlen, "%s: %s: '%s' is not a group number (0 to %u)",
+				 where, s->name, value, UINT32_MAX - 1);
+			return -EINVAL;
+		}
+	} else {
+		err = getgrnam_r(value, &grp, buf, sizeof(buf), &found);
+		if (err || !found) {
+			snprintf(errbuf, errlen, "%s: %s: no group named '%s'%s%s", where, s->name,
+				 value, err ? ": " : "", err ? strerror(err) : "");
+			return -EINVAL;
+		}
+		num = found->gr_gid;
+	}
+	strcpy(g->name, value);
+	g->gid = num;
+	return 0;
+}
+
 static int setting_apply(const struct setting *s, struct zs_config *cfg, const char *value,
 			 const char *where, char *errbuf, size_t errlen)
 {
@@ -255,6 +351,24 @@ static int setting_apply(const struct setting *s, struct zs_config *cfg, const c
 		}
 		strcpy(field, value);
 		return 0;
+	case SETTING_CHOICE: {
+		const char *const *words = choices_of(s);
+
+		for (num = 0; words && words[num]; num++) {
+			if (!strcmp(value, words[num])) {
+				int choice = (int)num;
+
+				memcpy(field, &choice, sizeof(choice));
+				return 0;
+			}
+		}
+		snprintf(errbuf, errlen, "%s: %s: '%s' is not one of: %s", where, s->name, value,
+			 words ? choices_text(words) : "");
+		return -EINVAL;
+	}
+	case SETTING_GROUP:
+		return parse_group(s, (struct zs_group_setting *)(void *)field, value, where,
+				   errbuf, errlen);
 	}
 	return -EINVAL;
 }

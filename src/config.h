@@ -15,6 +15,17 @@
 #include <stdint.h>
 #include <stdio.h>
 
+/* Whether start-up may go on when memory cannot be locked. */
+enum zs_lock_memory {
+	ZS_LOCK_REQUIRED,		/* refuse to start */
+	ZS_LOCK_TRY,			/* warn and go on */
+};
+
+struct zs_group_setting {
+	char name[64];			/* as given; "" = none */
+	int64_t gid;			/* -1 = none */
+};
+
 struct zs_config {
 	uint64_t size;			/* bytes of the swap file */
 	char algorithm[16];		/* codec name */
@@ -23,6 +34,10 @@ struct zs_config {
 	int64_t threads;		/* request threads */
 	int64_t busy_poll_us;		/* spin this long for the next request */
 	bool fuse_uring;		/* FUSE over io_uring when the kernel allows */
+	int lock_memory;		/* enum zs_lock_memory */
+	/* Who besides root may read `stats` (with allow_other); nobody
+	 * else ever reaches `swap` or `control`. */
+	struct zs_group_setting stats_group;
 
 	/* Idle recompression (recompress.*) */
 	bool recompress_enabled;

@@ -9,6 +9,7 @@
 #include <string.h>
 #include <sys/eventfd.h>
 #include <sys/stat.h>
+#include <sys/uio.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -38,7 +39,7 @@ static const struct fs_file {
 } fs_files[INO_END] = {
 	[INO_ROOT] = { ".", S_IFDIR | 0755 },
 	[INO_SWAP] = { "swap", S_IFREG | 0600 },
-	[INO_STATS] = { "stats", S_IFREG | 0444 },
+	[INO_STATS] = { "stats", S_IFREG | 0440 },	/* root:stats_group */
 	[INO_CONTROL] = { "control", S_IFREG | 0200 },
 };
 
@@ -51,6 +52,8 @@ struct fs_thread {
 	unsigned char *rbuf;		/* FS_MAX_IO bytes */
 	pthread_t tid;
 	int err;
+	int read_err;			/* set by fs_dev_read: the last read's error */
+	int backoff_ms;			/* pause after the last failure */
 };
 
 static __thread struct fs_thread *current_thread;
@@ -76,8 +79,8 @@ static void fill_stat(struct fs *fs, fuse_ino_t ino, struct stat *stbuf)
 	stbuf->st_ino = ino;
 	stbuf->st_mode = fs_files[ino].mode;
 	stbuf->st_nlink = S_ISDIR(stbuf->st_mode) ? 2 : 1;
-	stbuf->st_uid = getuid();
-	stbuf->st_gid = getgid();
+	stbuf->st_uid = fs->owner;
+	stbuf->st_gid = ino == INO_STATS ? fs->stats_gid : getgid();
 	stbuf->st_blksize = STORE_PAGE_SIZE;
 	stbuf->st_atim = stbuf->st_mtim = stbuf->st_ctim = fs->mount_time;
 	if (ino == INO_SWAP) {
@@ -93,6 +96,27 @@ static void fill_stat(struct fs *fs, fuse_ino_t ino, struct stat *stbuf)
 static bool valid_ino(fuse_ino_t ino)
 {
 	return ino >= INO_ROOT && ino < INO_END;
+}
+
+/*
+ * The second check after the kernel's (default_permissions): root, or the
+ * daemon's own user, and nobody else, opens `swap` and `control` or changes
+ * an attribute.  The caller's uid is the one the kernel puts in the request.
+ * Reads, writes and fallocate go through a handle that open gave out (the
+ * kernel's own model), so they are not checked again: the loop device's
+ * worker, which sends them, need not carry the opener's credentials.
+ */
+static bool caller_is_owner(fuse_req_t req, const struct fs *fs)
+{
+	uid_t uid = fuse_req_ctx(req)->uid;
+
+	return uid == 0 || uid == fs->owner;
+}
+
+static void deny(fuse_req_t req, struct fs *fs, int err)
+{
+	atomic_fetch_add_explicit(&fs->io.access_denied, 1, memory_order_relaxed);
+	fuse_reply_err(req, err);
 }
 
 static void fs_lookup(fuse_req_t req, fuse_ino_t parent, const char *name)
@@ -145,6 +169,10 @@ static void fs_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr, int to
 		fuse_reply_err(req, ENOENT);
 		return;
 	}
+	if (!caller_is_owner(req, fs)) {
+		deny(req, fs, EPERM);
+		return;
+	}
 	if (to_set & (FUSE_SET_ATTR_MODE | FUSE_SET_ATTR_UID | FUSE_SET_ATTR_GID)) {
 		fuse_reply_err(req, EPERM);
 		return;
@@ -193,17 +221,41 @@ static void fs_readdir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 	fuse_reply_buf(req, buf, used);
 }
 
-struct stats_handle {
-	char *text;
-	size_t len;
-};
+/*
+ * A snapshot buffer for an open of `stats`.  They are made at start, so an
+ * open never allocates (the request thread also serves swap, and a malloc
+ * under memory pressure could wait on reclaim, which may wait on swap).  The
+ * last free one is kept for the owner, so that other readers cannot keep
+ * root from its own figures.  NULL when none is free.
+ */
+static struct fs_stats_slot *stats_slot_get(struct fs *fs, bool owner)
+{
+	unsigned int i, free_left = 0;
+
+	for (i = 0; i < FS_STATS_SLOTS; i++)
+		free_left += !atomic_load(&fs->stats_slot[i].busy);
+	if (free_left <= 1 && !owner)
+		return NULL;
+	for (i = 0; i < FS_STATS_SLOTS; i++) {
+		bool busy = false;
+
+		if (atomic_compare_exchange_strong(&fs->stats_slot[i].busy, &busy, true))
+			return &fs->stats_slot[i];
+	}
+	return NULL;
+}
 
 static void fs_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 {
 	struct fs *fs = req_fs(req);
 	int acc = fi->flags & O_ACCMODE;
-	struct stats_handle *sh;
+	bool owner = caller_is_owner(req, fs);
+	struct fs_stats_slot *slot;
 
+	if ((ino == INO_SWAP || ino == INO_CONTROL) && !owner) {
+		deny(req, fs, EACCES);
+		return;
+	}
 	switch (ino) {
 	case INO_SWAP:
 		fi->direct_io = 1;
@@ -215,15 +267,20 @@ static void fs_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 			fuse_reply_err(req, EACCES);
 			return;
 		}
-		sh = malloc(sizeof(*sh));
-		if (sh)
-			sh->text = stats_snapshot(fs->store, fs->policy, &fs->io, &sh->len);
-		if (!sh || !sh->text) {
-			free(sh);
-			fuse_reply_err(req, ENOMEM);
+		/* Others reach the mount only with allow_other; the kernel has
+		 * checked that they are in the file's group. */
+		if (!owner && !fs->others_allowed) {
+			deny(req, fs, EACCES);
 			return;
 		}
-		fi->fh = (uintptr_t)sh;
+		slot = stats_slot_get(fs, owner);
+		if (!slot) {
+			fuse_reply_err(req, EBUSY);
+			return;
+		}
+		slot->len = stats_snapshot(fs->store, fs->policy, &fs->io, slot->text,
+					   FS_STATS_CAP);
+		fi->fh = (uintptr_t)slot;
 		fi->direct_io = 1;	/* the size is not known ahead */
 		break;
 	case INO_CONTROL:
@@ -248,10 +305,9 @@ static void fs_release(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi
 		if (atomic_fetch_sub(&fs->swap_opens, 1) == 1 && atomic_load(&fs->stop_requested))
 			wake_loop(fs);
 	} else if (ino == INO_STATS) {
-		struct stats_handle *sh = (struct stats_handle *)(uintptr_t)fi->fh;
+		struct fs_stats_slot *slot = (struct fs_stats_slot *)(uintptr_t)fi->fh;
 
-		free(sh->text);
-		free(sh);
+		atomic_store(&slot->busy, false);
 	}
 	fuse_reply_err(req, 0);
 }
@@ -267,13 +323,13 @@ static void fs_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 	ssize_t n;
 
 	if (ino == INO_STATS) {
-		struct stats_handle *sh = (struct stats_handle *)(uintptr_t)fi->fh;
+		struct fs_stats_slot *slot = (struct fs_stats_slot *)(uintptr_t)fi->fh;
 
-		if ((size_t)off >= sh->len)
+		if (off < 0 || (size_t)off >= slot->len)
 			size = 0;
-		else if (size > sh->len - (size_t)off)
-			size = sh->len - (size_t)off;
-		fuse_reply_buf(req, sh->text + (off < 0 ? 0 : off), size);
+		else if (size > slot->len - (size_t)off)
+			size = slot->len - (size_t)off;
+		fuse_reply_buf(req, slot->text + (off < 0 ? 0 : off), size);
 		return;
 	}
 	if (ino != INO_SWAP || off < 0) {
@@ -473,6 +529,49 @@ static void wake_loop(struct fs *fs)
 	(void)r;
 }
 
+/* Consecutive failures pause up to this long, so that a lasting error
+ * costs a few wake-ups a second, not a CPU. */
+#define FS_BACKOFF_MAX_MS	100
+
+/*
+ * Reading or polling /dev/fuse failed (ENOMEM, EIO, ...): the kernel has not
+ * ended the connection (that is ENODEV, a clean end), so swap may still sit
+ * on us.  Log now and then, count, pause a little (a stop request ends the
+ * pause), and let the loop try again.
+ */
+static void loop_error(struct fs_thread *t, const char *what, int err)
+{
+	static struct log_ratelimit rl = LOG_RATELIMIT_INIT(5);
+	struct pollfd pfd = { .fd = t->fs->stop_fd, .events = POLLIN };
+	uint64_t held;
+
+	atomic_fetch_add_explicit(&t->fs->io.loop_errors, 1, memory_order_relaxed);
+	if (log_ratelimit(&rl, &held))
+		log_err("request loop: %s: %s; serving goes on (%llu more since the last "
+			"message)", what, strerror(-err), (unsigned long long)held);
+	t->backoff_ms = t->backoff_ms ? t->backoff_ms * 2 : 1;
+	if (t->backoff_ms > FS_BACKOFF_MAX_MS)
+		t->backoff_ms = FS_BACKOFF_MAX_MS;
+	poll(&pfd, 1, t->backoff_ms);
+}
+
+/* A stop signal, and the swap file closed: have the mount unmounted (the
+ * loop ends when the kernel ends the connection), or end now.  Returns
+ * whether the loop should end. */
+static bool stop_now(struct fs *fs)
+{
+	uint64_t v;
+	ssize_t r;
+
+	if (!fs->request_unmount)
+		return true;
+	r = read(fs->stop_fd, &v, sizeof(v));	/* rearm: serving goes on */
+	(void)r;
+	if (!atomic_exchange(&fs->unmount_requested, true))
+		fs->request_unmount(fs->unmount_arg);
+	return false;
+}
+
 static void *loop_thread(void *arg)
 {
 	struct fs_thread *t = arg;
@@ -486,7 +585,23 @@ static void *loop_thread(void *arg)
 
 	current_thread = t;
 	while (!fuse_session_exited(t->se)) {
+		t->read_err = 0;
 		res = fuse_session_receive_buf(t->se, &buf);
+		if (res > 0) {
+			t->backoff_ms = 0;
+			fuse_session_process_buf(t->se, &buf);
+			uring_session_poll();	/* the rings start right after FUSE_INIT */
+			continue;
+		}
+		/* 0: ENODEV, the kernel ended the connection (umount, abort),
+		 * or another thread ended the session. */
+		if (res == 0)
+			break;
+		/* fs_dev_read turned a failed read into EAGAIN */
+		if (res == -EAGAIN && t->read_err) {
+			loop_error(t, "reading /dev/fuse", t->read_err);
+			continue;
+		}
 		/*
 		 * Optional busy polling: looking for the next request a few
 		 * microseconds saves the wake-up of a sleeping thread (4 KiB
@@ -503,23 +618,18 @@ static void *loop_thread(void *arg)
 				continue;
 		}
 		idle_since = 0;
-		if (res == -EAGAIN || res == -EINTR) {
-			if (poll(pfd, 2, -1) < 0 && errno != EINTR) {
-				t->err = -errno;
-				break;
-			}
-			if ((pfd[1].revents & POLLIN) && atomic_load(&t->fs->stop_requested) &&
-			    stop_allowed(t->fs))
-				break;
+		if (res != -EAGAIN && res != -EINTR) {
+			loop_error(t, "reading /dev/fuse", res);
 			continue;
 		}
-		if (res <= 0) {		/* 0: unmounted */
-			if (res < 0)
-				t->err = res;
-			break;
+		if (poll(pfd, 2, -1) < 0) {
+			if (errno != EINTR)
+				loop_error(t, "waiting on /dev/fuse", -errno);
+			continue;
 		}
-		fuse_session_process_buf(t->se, &buf);
-		uring_session_poll();	/* the rings start right after FUSE_INIT */
+		if ((pfd[1].revents & POLLIN) && atomic_load(&t->fs->stop_requested) &&
+		    stop_allowed(t->fs) && stop_now(t->fs))
+			break;
 	}
 	/* Wake the other threads: their poll sees stop_fd readable. */
 	fuse_session_exit(t->se);
@@ -528,19 +638,71 @@ static void *loop_thread(void *arg)
 	return NULL;
 }
 
+/* /dev/fuse through our hands: see fs_install_io. */
+static void dev_read_error(void *arg, int err)
+{
+	(void)arg;
+	if (current_thread)
+		current_thread->read_err = err;
+}
+
+static ssize_t fs_dev_read(int fd, void *buf, size_t len, void *userdata)
+{
+	ssize_t n = read(fd, buf, len);
+
+	(void)userdata;
+	/* The errors of normal operation go to libfuse as they are. */
+	if (n < 0 && errno != EAGAIN && errno != EINTR && errno != ENOENT && errno != ENODEV) {
+		dev_read_error(NULL, -errno);
+		errno = EAGAIN;
+	}
+	return n;
+}
+
+static ssize_t fs_dev_writev(int fd, struct iovec *iov, int count, void *userdata)
+{
+	(void)userdata;
+	return writev(fd, iov, count);
+}
+
+int fs_install_io(struct fs *fs, struct fuse_session *se)
+{
+	static const struct fuse_custom_io io = { .read = fs_dev_read, .writev = fs_dev_writev };
+
+	if (fs->uring_wanted)	/* the rings' session reads for us already */
+		return 0;
+	return fuse_session_custom_io(se, &io, fuse_session_fd(se)) ? -EIO : 0;
+}
+
 int fs_init(struct fs *fs, struct store *st, unsigned int threads, unsigned int busy_poll_us)
 {
+	unsigned int i;
+	char *text;
+
 	memset(fs, 0, sizeof(*fs));
 	fs->store = st;
 	fs->threads = threads ? threads : 1;
 	fs->busy_poll_ns = (uint64_t)busy_poll_us * 1000u;
+	fs->owner = getuid();
+	fs->stats_gid = getgid();
 	clock_gettime(CLOCK_REALTIME, &fs->mount_time);
 	fs->stop_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
-	return fs->stop_fd < 0 ? -errno : 0;
+	if (fs->stop_fd < 0)
+		return -errno;
+	text = malloc((size_t)FS_STATS_SLOTS * FS_STATS_CAP);
+	if (!text) {
+		close(fs->stop_fd);
+		fs->stop_fd = -1;
+		return -ENOMEM;
+	}
+	for (i = 0; i < FS_STATS_SLOTS; i++)
+		fs->stats_slot[i].text = text + (size_t)i * FS_STATS_CAP;
+	return 0;
 }
 
 void fs_fini(struct fs *fs)
 {
+	free(fs->stats_slot[0].text);
 	if (fs->stop_fd >= 0)
 		close(fs->stop_fd);
 }
@@ -600,7 +762,8 @@ static void ring_thread_stop(void *arg, unsigned int qid)
 bool fs_want_uring(struct fs *fs, struct fuse_session *se)
 {
 	struct uring_session_hooks hooks = {
-		.thread_start = ring_thread_start, .thread_stop = ring_thread_stop, .arg = fs,
+		.thread_start = ring_thread_start, .thread_stop = ring_thread_stop,
+		.read_error = dev_read_error, .arg = fs,
 	};
 
 	fs->uring_wanted = uring_session_want(se, &hooks);

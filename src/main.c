@@ -5,15 +5,26 @@
  *   zswapfs [SOURCE] MOUNTPOINT [-f] [-d] [-c CONFIG] [-o opt[,opt...]]
  *
  * SOURCE is what fstab's first field passes: a config file path, or a word
- * such as "zswapfs".  Settings come from the built-in defaults, then the
- * config file (-c, or SOURCE when it is a path), then -o options; -o options
- * that are not settings go to FUSE (fsname, allow_other, ...).
+ * such as "zswapfs"; it names the mount and is never read as options.
+ * Settings come from the built-in defaults, then the config file (-c, or
+ * SOURCE when it is a path), then -o options; -o options that are not
+ * settings go to FUSE (allow_other only with stats_group, see ACCESS in
+ * zswapfs(8)).
+ *
+ * Start-up, in order: options and settings; the fork to the background
+ * (the parent waits for the child to be ready and exits with its status);
+ * the unmount helper (unmounter.h), forked while nothing secret exists;
+ * backing file, page store, FUSE session, mount; hardening (mlockall);
+ * privileged_startup(); the drop of every privilege left; the threads.
  */
 #include <errno.h>
+#include <fcntl.h>
 #include <getopt.h>
+#include <poll.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <fuse_lowlevel.h>
@@ -26,6 +37,7 @@
 #include "log.h"
 #include "policy.h"
 #include "store.h"
+#include "unmounter.h"
 
 struct cmdline {
 	const char *source;
@@ -33,6 +45,7 @@ struct cmdline {
 	const char *config_file;
 	bool foreground;
 	bool debug;
+	bool allow_other;		/* -o allow_other: needs stats_group */
 	/* -o key=value pairs that are settings, applied after the file. */
 	char *settings[64];
 	int nr_settings;
@@ -93,6 +106,17 @@ static int take_options(struct cmdline *cl, const char *arg)
 			   !strcmp(key, "noauto") || !strcmp(key, "nofail") ||
 			   !strncmp(key, "x-", 2) || !strncmp(key, "comment=", 8)) {
 			/* fstab words that mount.fuse3 may leave in place. */
+		} else if (!strcmp(opt, "allow_other")) {
+			/* added once stats_group is known (check_access) */
+			cl->allow_other = true;
+		} else if (!strcmp(opt, "allow_root")) {
+			fprintf(stderr, "zswapfs: allow_root: the mount is root's already, and "
+				"nobody else may read its swap or control; to let a group "
+				"read stats, use allow_other,stats_group=GROUP\n");
+			err = -EINVAL;
+			break;
+		} else if (!strcmp(opt, "default_permissions")) {
+			/* always on: build_fuse_args */
 		} else {
 			char buf[256];
 
@@ -177,6 +201,70 @@ static int parse_cmdline(struct cmdline *cl, int argc, char **argv)
 	return 0;
 }
 
+/*
+ * Others may reach the mount only through allow_other, and then only
+ * `stats`, only for one group: without a group named, allow_other is
+ * refused rather than left to mean more than it says.
+ */
+static int check_access(const struct cmdline *cl, const struct zs_config *cfg)
+{
+	if (cl->allow_other && cfg->stats_group.gid < 0) {
+		fprintf(stderr, "zswapfs: allow_other lets other users into the mount; of its "
+			"files only stats is ever shown to them, and only to one group: "
+			"name it with stats_group=GROUP (a group name or number, as a mount "
+			"option or in the configuration file), or leave allow_other out\n");
+		return -EINVAL;
+	}
+	if (!cl->allow_other && cfg->stats_group.gid >= 0)
+		fprintf(stderr, "zswapfs: warning: stats_group=%s has no effect without "
+			"allow_other: only root reaches the mount\n", cfg->stats_group.name);
+	return 0;
+}
+
+/*
+ * FUSE's own options: the mount's name, default_permissions always (the
+ * kernel then checks the files' modes: swap 0600 and control 0200, root's),
+ * and allow_other when check_access let it through.
+ *
+ * SOURCE names the mount (fsname).  libfuse splits an -o argument at commas
+ * and reads a backslash as an escape, so `zswapfs 'z,allow_other' MNT` would
+ * turn into an option: commas and backslashes are escaped, so that SOURCE
+ * stays one name, whatever path or word it is (a config file's path may
+ * hold a comma; refusing it would refuse a file the user can read).  Control
+ * characters are refused: no path or word needs them, and the name shows in
+ * mount tables and logs.
+ */
+static int build_fuse_args(struct cmdline *cl)
+{
+	const char *src = cl->source ? cl->source : "zswapfs", *p;
+	char *arg, *d;
+	int err = 0;
+
+	for (p = src; *p; p++) {
+		if ((unsigned char)*p < 0x20 || *p == 0x7f) {
+			fprintf(stderr, "zswapfs: SOURCE holds a control character: give a "
+				"configuration file's path or a plain word\n");
+			return -EINVAL;
+		}
+	}
+	arg = malloc(2 * strlen(src) + sizeof("-ofsname=,subtype=zswapfs"));
+	if (!arg)
+		return -ENOMEM;
+	d = arg + sprintf(arg, "-ofsname=");
+	for (p = src; *p; p++) {
+		if (*p == ',' || *p == '\\')
+			*d++ = '\\';
+		*d++ = *p;
+	}
+	strcpy(d, ",subtype=zswapfs");
+	if (fuse_opt_add_arg(&cl->fuse_args, arg) ||
+	    fuse_opt_add_arg(&cl->fuse_args, "-odefault_permissions") ||
+	    (cl->allow_other && fuse_opt_add_arg(&cl->fuse_args, "-oallow_other")))
+		err = -ENOMEM;
+	free(arg);
+	return err;
+}
+
 static int load_settings(struct zs_config *cfg, const struct cmdline *cl)
 {
 	char err[512];
@@ -227,8 +315,126 @@ static int open_backing(const struct zs_config *cfg, struct backing **out)
 	return 0;
 }
 
+/*
+ * Make sure descriptors 0, 1 and 2 are open (on /dev/null if they were
+ * closed), so that no file we open later is taken for one of them.
+ */
+static void sanitize_stdio(void)
+{
+	int fd;
+
+	while ((fd = open("/dev/null", O_RDWR | O_CLOEXEC)) >= 0 && fd <= STDERR_FILENO)
+		fcntl(fd, F_SETFD, 0);
+	if (fd > STDERR_FILENO)
+		close(fd);
+}
+
+/*
+ * Go to the background.  The parent waits until the child is ready (mounted,
+ * hardened, serving) and exits with its status, so that mount(8), systemd
+ * and scripts learn of a refusal that comes after the fork, such as
+ * lock_memory=required; libfuse's fuse_daemonize lets the parent exit 0 as
+ * soon as it has forked.  The child gets a session of its own.
+ */
+static int daemon_fork(int *ready_fd)
+{
+	int p[2], err;
+	pid_t pid;
+
+	if (pipe2(p, O_CLOEXEC))
+		return -errno;
+	pid = fork();
+	if (pid < 0) {
+		err = -errno;
+		close(p[0]);
+		close(p[1]);
+		return err;
+	}
+	if (pid > 0) {
+		unsigned char status;
+		ssize_t n;
+
+		close(p[1]);
+		do
+			n = read(p[0], &status, 1);
+		while (n < 0 && errno == EINTR);
+		/* _exit: the child owns everything the parent allocated */
+		_exit(n == 1 ? status : 1);
+	}
+	close(p[0]);
+	setsid();
+	*ready_fd = p[1];
+	return 0;
+}
+
+/* Whether stderr is the journal (systemd sets JOURNAL_STREAM to its
+ * device:inode): a detached daemon then keeps logging there. */
+static bool stderr_is_journal(void)
+{
+	const char *js = getenv("JOURNAL_STREAM");
+	unsigned long long dev, ino;
+	struct stat st;
+
+	return js && sscanf(js, "%llu:%llu", &dev, &ino) == 2 && !fstat(STDERR_FILENO, &st) &&
+	       (unsigned long long)st.st_dev == dev && (unsigned long long)st.st_ino == ino;
+}
+
+/* The child is ready: standard streams to /dev/null (stderr stays when it
+ * is the journal), and the parent exits 0. */
+static void daemon_ready(int *ready_fd, bool journal)
+{
+	unsigned char ok = 0;
+	ssize_t n;
+	int fd;
+
+	if (!journal)
+		log_quiet_stderr();
+	fd = open("/dev/null", O_RDWR | O_CLOEXEC);
+	if (fd >= 0) {
+		dup2(fd, STDIN_FILENO);
+		dup2(fd, STDOUT_FILENO);
+		if (!journal)
+			dup2(fd, STDERR_FILENO);
+		close(fd);
+	}
+	do
+		n = write(*ready_fd, &ok, 1);
+	while (n < 0 && errno == EINTR);
+	close(*ready_fd);
+	*ready_fd = -1;
+}
+
+/*
+ * Start-up steps that need privilege go here: they run after the mount and
+ * after memory is locked, before harden_drop_privileges() takes every
+ * capability away, and before any thread exists.  Return 0, or -errno after
+ * a message: start-up then fails and the mount is undone.
+ */
+static int privileged_startup(const struct zs_config *cfg)
+{
+	(void)cfg;
+	return 0;
+}
+
+/* fs.h's request_unmount: a stop signal, and swap is not on us. */
+static void request_unmount(void *arg)
+{
+	log_info("stopping: unmounting");
+	unmounter_request(arg);
+}
+
+/* Whether the kernel has ended the connection (umount, abort): the mount is
+ * gone then, and nothing is left to unmount. */
+static bool connection_ended(struct fuse_session *se)
+{
+	struct pollfd pfd = { .fd = fuse_session_fd(se), .events = 0 };
+
+	return poll(&pfd, 1, 0) == 1 && (pfd.revents & POLLERR);
+}
+
 int main(int argc, char **argv)
 {
+	struct unmounter um = { .pid = -1, .fd = -1 };
 	struct policy_config pcfg;
 	struct backing *backing;
 	struct store_params sp;
@@ -237,15 +443,32 @@ int main(int argc, char **argv)
 	struct cmdline cl;
 	struct store *st;
 	struct fs fs;
-	char fsname[300];
-	int err, i, ret = 1;
+	bool journal = false, privileged = true;
+	int err, i, ret = 1, ready_fd = -1;
 
-	if (parse_cmdline(&cl, argc, argv) || load_settings(&cfg, &cl))
+	sanitize_stdio();
+	if (parse_cmdline(&cl, argc, argv) || load_settings(&cfg, &cl) ||
+	    check_access(&cl, &cfg) || build_fuse_args(&cl))
 		goto out_args;
-
-	snprintf(fsname, sizeof(fsname), "-ofsname=%s,subtype=zswapfs",
-		 cl.source ? cl.source : "zswapfs");
-	fuse_opt_add_arg(&cl.fuse_args, fsname);
+	/* Settings are read: nothing is looked up by a relative path from
+	 * here on (the mount point and the backing file are absolute). */
+	if (chdir("/")) {
+		fprintf(stderr, "zswapfs: chdir /: %s\n", strerror(errno));
+		goto out_args;
+	}
+	if (!cl.foreground) {
+		err = daemon_fork(&ready_fd);
+		if (err) {
+			fprintf(stderr, "zswapfs: fork: %s\n", strerror(-err));
+			goto out_args;
+		}
+		journal = stderr_is_journal();
+	}
+	err = unmounter_start(&um, cl.mountpoint, !cl.foreground && !journal);
+	if (err) {
+		fprintf(stderr, "zswapfs: cannot start the unmount helper: %s\n", strerror(-err));
+		goto out_args;
+	}
 
 	sp.size = cfg.size;
 	sp.codec = codec_find(cfg.algorithm);
@@ -254,7 +477,7 @@ int main(int argc, char **argv)
 	sp.recomp_codec = codec_find(cfg.recompress_algorithm);
 	sp.recomp_level = (int)cfg.recompress_level;
 	if (open_backing(&cfg, &backing))
-		goto out_args;
+		goto out_helper;
 	sp.backing = backing;
 	sp.promote = cfg.writeback_promote;
 	st = store_create(&sp);
@@ -267,6 +490,9 @@ int main(int argc, char **argv)
 		fprintf(stderr, "zswapfs: %s\n", strerror(-err));
 		goto out_store;
 	}
+	fs.others_allowed = cl.allow_other;
+	if (cfg.stats_group.gid >= 0)
+		fs.stats_gid = (gid_t)cfg.stats_group.gid;
 	se = fuse_session_new(&cl.fuse_args, &fs_ops, sizeof(fs_ops), &fs);
 	if (!se)	/* libfuse has said which option it did not know */
 		goto out_fs;
@@ -274,23 +500,37 @@ int main(int argc, char **argv)
 		goto out_session;
 	if (fuse_session_mount(se, cl.mountpoint))
 		goto out_session;
+	err = unmounter_arm(&um, cl.mountpoint);
+	if (err) {
+		log_err("cannot find the new mount in /proc/self/mountinfo: %s", strerror(-err));
+		goto out_unmount;
+	}
 	if (cfg.fuse_uring)
 		fs_want_uring(&fs, se);
-	if (fuse_daemonize(cl.foreground))
+	err = fs_install_io(&fs, se);
+	if (err) {
+		log_err("cannot take over reading /dev/fuse: %s", strerror(-err));
 		goto out_unmount;
-	if (!cl.foreground)
-		log_to_syslog(1);
+	}
 
 	/* Before any thread exists: threads inherit the flag. */
 	harden_io_flusher();
-	harden_memory();
-	log_info("serving %s: %llu MiB, %s, mem_limit %llu MiB, %u thread(s)%s", cl.mountpoint,
-		 (unsigned long long)(cfg.size >> 20), cfg.algorithm,
-		 (unsigned long long)(cfg.mem_limit >> 20), fs.threads,
-		 fs.uring_wanted ? ", FUSE over io_uring" : "");
+	if (harden_memory(cfg.lock_memory == ZS_LOCK_REQUIRED))
+		goto out_unmount;
+	if (privileged_startup(&cfg))
+		goto out_unmount;
+	/* Still before any thread: capabilities are per thread. */
+	privileged = false;
+	if (harden_drop_privileges())
+		goto out_unmount;
+	log_info("privileges dropped: capabilities kept: %s", harden_state()->caps_text);
 
-	/* After fork and mlockall: threads do not survive fuse_daemonize's
-	 * fork, and their stacks must be locked. */
+	/* From now on logging only queues: no request thread waits on it. */
+	err = log_start();
+	if (err)
+		log_warn("no log thread (%s): messages are written at once", strerror(-err));
+	/* After fork and mlockall: threads do not survive a fork, and their
+	 * stacks must be locked. */
 	pcfg.recompress = cfg.recompress_enabled;
 	pcfg.idle_age = (uint32_t)cfg.recompress_idle_age;
 	pcfg.threshold = (size_t)cfg.recompress_threshold;
@@ -307,6 +547,15 @@ int main(int argc, char **argv)
 		log_err("cannot start the policy thread: %s", strerror(errno));
 		goto out_unmount;
 	}
+	if (!cl.foreground) {
+		if (!journal && log_to_syslog())
+			log_warn("no syslog (/dev/log): messages are lost from now on");
+		daemon_ready(&ready_fd, journal);
+	}
+	log_info("serving %s: %llu MiB, %s, mem_limit %llu MiB, %u thread(s)%s", cl.mountpoint,
+		 (unsigned long long)(cfg.size >> 20), cfg.algorithm,
+		 (unsigned long long)(cfg.mem_limit >> 20), fs.threads,
+		 fs.uring_wanted ? ", FUSE over io_uring" : "");
 	if (backing) {
 		log_info("writing back to %s (%s, %s)", cfg.writeback_backing_file,
 			 cfg.writeback_enabled ? "automatic" : "on command only",
@@ -315,6 +564,8 @@ int main(int argc, char **argv)
 		store_set_make_room(st, make_room, fs.policy);
 	}
 
+	fs.request_unmount = request_unmount;
+	fs.unmount_arg = &um;
 	err = fs_loop(&fs, se);
 	if (err)
 		log_err("request loop: %s", strerror(-err));
@@ -324,6 +575,11 @@ int main(int argc, char **argv)
 	policy_stop(fs.policy);
 
 out_unmount:
+	/* Without privileges the helper unmounts (nothing serves the mount
+	 * now, and a fuse mount's unmount asks nothing of the daemon); then
+	 * libfuse finds the connection ended and only closes its descriptor. */
+	if (!privileged && !connection_ended(se))
+		unmounter_stop(&um, true);
 	fuse_session_unmount(se);
 out_session:
 	fuse_session_destroy(se);
@@ -333,7 +589,10 @@ out_store:
 	store_destroy(st);
 out_backing:
 	backing_close(backing);
+out_helper:
+	unmounter_stop(&um, false);
 out_args:
+	log_stop();
 	for (i = 0; i < cl.nr_settings; i++)
 		free(cl.settings[i]);
 	free(cl.mountpoint);

@@ -71,6 +71,7 @@ struct policy {
 	time_t wb_backoff_until;
 	int wb_last_err;		/* last failure logged; 0 once it works again */
 
+	uint64_t *recomp_index;		/* RECOMPRESS_INDEX_BYTES, made at start */
 	_Atomic uint64_t passes;
 	_Atomic uint64_t compactions;
 	_Atomic bool recomp_running;
@@ -120,11 +121,13 @@ static uint32_t idle_cutoff(const struct policy *pol, uint32_t idle_age)
 }
 
 /* Returns whether the pass ended early for urgent work. */
-static bool run_pass(struct policy *pol, const struct recompress_pass *p, const char *why)
+static bool run_pass(struct policy *pol, const struct recompress_pass *pass, const char *why)
 {
+	struct recompress_pass p = *pass;
 	struct recompress_result r;
 
-	if (recompress_run(pol->st, &pol->worker, p, &r)) {
+	p.index = pol->recomp_index;
+	if (recompress_run(pol->st, &pol->worker, &p, &r)) {
 		log_warn("recompress (%s): no memory for the pass", why);
 		return false;
 	}
@@ -450,6 +453,12 @@ struct policy *policy_start(struct store *st, const struct policy_config *cfg)
 		return NULL;
 	pol->st = st;
 	pol->cfg = *cfg;
+	/* Made now, while memory is plentiful: a pass then allocates nothing. */
+	pol->recomp_index = malloc(RECOMPRESS_INDEX_BYTES);
+	if (!pol->recomp_index) {
+		err = -ENOMEM;
+		goto out_free;
+	}
 	err = store_worker_init(&pol->worker, st);
 	if (err)
 		goto out_free;
@@ -479,6 +488,7 @@ out_worker:
 	pthread_cond_destroy(&pol->wake);
 	pthread_mutex_destroy(&pol->lock);
 out_free:
+	free(pol->recomp_index);
 	free(pol);
 	errno = -err;
 	return NULL;
@@ -498,6 +508,7 @@ void policy_stop(struct policy *pol)
 	pthread_cond_destroy(&pol->room_cond);
 	pthread_cond_destroy(&pol->wake);
 	pthread_mutex_destroy(&pol->lock);
+	free(pol->recomp_index);
 	free(pol);
 }
 

@@ -87,8 +87,11 @@ int recompress_run(struct store *st, struct store_worker *w, const struct recomp
 	unsigned int k;
 	uint32_t j;
 
+	_Static_assert(RECOMPRESS_INDEX_BYTES ==
+		       sizeof(*b.idx) * RECOMP_NR_BUCKETS * RECOMP_BUCKET_CAP,
+		       "recompress.h's index size matches the buckets");
 	memset(res, 0, sizeof(*res));
-	b.idx = malloc(sizeof(*b.idx) * RECOMP_NR_BUCKETS * RECOMP_BUCKET_CAP);
+	b.idx = p->index ? p->index : malloc(RECOMPRESS_INDEX_BYTES);
 	if (!b.idx)
 		return -ENOMEM;
 	clock_gettime(CLOCK_MONOTONIC, &start);
@@ -128,7 +131,8 @@ int recompress_run(struct store *st, struct store_worker *w, const struct recomp
 		    res->recompressed + res->skipped == settled)
 			break;
 	}
-	free(b.idx);
+	if (!p->index)
+		free(b.idx);
 	res->yielded = p->yield && atomic_load_explicit(p->yield, memory_order_relaxed);
 	return 0;
 }

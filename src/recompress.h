@@ -29,7 +29,14 @@ struct recompress_pass {
 	const _Atomic bool *stop;	/* checked between pages; may be NULL */
 	const _Atomic bool *yield;	/* the same, for more urgent work waiting:
 					 * res->yielded says it ended the pass */
+	/* RECOMPRESS_INDEX_BYTES of room for the pass's index, made once by
+	 * the caller, so that a pass allocates nothing (it runs while the
+	 * machine may be short of memory); NULL: the pass allocates it. */
+	uint64_t *index;
 };
+
+/* The candidates' index: 17 buckets of 4096 page numbers. */
+#define RECOMPRESS_INDEX_BYTES	((size_t)17 * 4096u * sizeof(uint64_t))
 
 struct recompress_result {
 	uint64_t tried;
@@ -40,7 +47,8 @@ struct recompress_result {
 	bool yielded;		/* ended early for more urgent work */
 };
 
-/* Run one pass.  Returns 0, or -ENOMEM if its index could not be allocated. */
+/* Run one pass.  Returns 0, or -ENOMEM if its index (p->index NULL) could
+ * not be allocated. */
 int recompress_run(struct store *st, struct store_worker *w, const struct recompress_pass *p,
 		   struct recompress_result *res);
 

@@ -1,5 +1,7 @@
 /* SPDX-License-Identifier: GPL-2.0-or-later */
+#include <fcntl.h>
 #include <inttypes.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <unistd.h>
@@ -7,6 +9,8 @@
 #include "arena.h"
 #include "backing.h"
 #include "codec.h"
+#include "harden.h"
+#include "log.h"
 #include "policy.h"
 #include "seal.h"
 #include "stats.h"
@@ -32,33 +36,45 @@ void stats_io_account(struct stats_io *io, enum stats_req kind, uint64_t bytes, 
 uint64_t stats_rss_bytes(void)
 {
 	unsigned long size, resident = 0;
-	FILE *f = fopen("/proc/self/statm", "re");
+	char text[128];
+	ssize_t n;
+	int fd = open("/proc/self/statm", O_RDONLY | O_CLOEXEC);
 
-	if (!f)
+	if (fd < 0)
 		return 0;
-	if (fscanf(f, "%lu %lu", &size, &resident) != 2)
+	n = read(fd, text, sizeof(text) - 1);
+	close(fd);
+	if (n <= 0)
+		return 0;
+	text[n] = '\0';
+	if (sscanf(text, "%lu %lu", &size, &resident) != 2)
 		resident = 0;
-	fclose(f);
 	return (uint64_t)resident * (uint64_t)sysconf(_SC_PAGESIZE);
 }
 
 static const char *const req_names[STATS_REQ_COUNT] = { "read", "write", "discard" };
 
-/* Appends to a growing buffer; on overflow the text is cut, never overrun. */
+/* Appends to the caller's buffer; a line that does not fit is left out
+ * whole, and so is every line after it. */
 struct text {
 	char *buf;
 	size_t len, cap;
+	bool full;
 };
 
 static void put_text(struct text *t, const char *key, const char *value)
 {
 	int n;
 
-	if (t->len >= t->cap)
+	if (t->full)
 		return;
 	n = snprintf(t->buf + t->len, t->cap - t->len, "%s %s\n", key, value);
-	if (n > 0)
-		t->len += (size_t)n < t->cap - t->len ? (size_t)n : t->cap - t->len - 1;
+	if (n < 0 || (size_t)n >= t->cap - t->len) {
+		t->full = true;
+		t->buf[t->len] = '\0';
+		return;
+	}
+	t->len += (size_t)n;
 }
 
 static void put(struct text *t, const char *key, uint64_t value)
@@ -99,20 +115,21 @@ static void put_backing(struct text *t, struct backing *b, const struct policy_s
 		 ps->has_writeback ? writeback_status_name(ws->status) : "none");
 }
 
-char *stats_snapshot(struct store *st, struct policy *pol, const struct stats_io *io,
-		     size_t *len)
+size_t stats_snapshot(struct store *st, struct policy *pol, const struct stats_io *io,
+		      char *buf, size_t cap)
 {
 	struct policy_stats ps = { 0 };
 	struct arena_class_stats cls[ARENA_NR_CLASSES];
+	const struct harden_state *hs = harden_state();
 	struct store_counters c;
 	struct arena_stats as;
-	struct text t = { .cap = 65536 };
+	struct text t = { .buf = buf, .cap = cap };
 	char key[64];
 	unsigned int i;
 
-	t.buf = malloc(t.cap);
-	if (!t.buf)
-		return NULL;
+	if (!cap)
+		return 0;
+	buf[0] = '\0';
 	/* Store counters first, then the arena: the arena can only have more
 	 * pages than the objects counted need, never fewer. */
 	store_get_counters(st, &c);
@@ -174,6 +191,16 @@ char *stats_snapshot(struct store *st, struct policy *pol, const struct stats_io
 	/* The kernel uses the rings only once every CPU's queue has an entry. */
 	put_text(&t, "fuse_transport", uring_session_requests() ? "io_uring" : "dev_fuse");
 	put(&t, "uring_reqs", uring_session_requests());
+	/* Failures lived through, refusals, and what hardening achieved
+	 * (zswapfs(8), MEMORY PRESSURE, ACCESS and PRIVILEGES) */
+	put(&t, "request_loop_errors",
+	    atomic_load_explicit(&io->loop_errors, memory_order_relaxed) + uring_session_errors());
+	put(&t, "access_denied", atomic_load_explicit(&io->access_denied, memory_order_relaxed));
+	put(&t, "log_dropped", log_dropped());
+	put(&t, "memory_locked", hs->memory_locked);
+	put(&t, "no_new_privs", hs->no_new_privs);
+	/* A number, as the contract wants: bit N is capability N. */
+	put(&t, "capabilities", hs->caps);
 	/* Fragmentation: places allocated in spans but holding no object. */
 	put(&t, "frag_bytes", arena_unused_bytes(cls));
 	for (i = 0; i < ARENA_NR_CLASSES; i++) {
@@ -186,6 +213,5 @@ char *stats_snapshot(struct store *st, struct policy *pol, const struct stats_io
 		snprintf(key, sizeof(key), "class_%u_pages", cls[i].size);
 		put(&t, key, cls[i].spans * cls[i].pages_per_span);
 	}
-	*len = t.len;
-	return t.buf;
+	return t.len;
 }

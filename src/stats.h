@@ -30,19 +30,23 @@ struct stats_io {
 	_Atomic uint64_t ns_total[STATS_REQ_COUNT];	/* time spent serving them */
 	_Atomic uint64_t ns_max[STATS_REQ_COUNT];
 	_Atomic uint64_t errors[STATS_REQ_COUNT];
+	_Atomic uint64_t loop_errors;	/* failed reads and polls of /dev/fuse */
+	_Atomic uint64_t access_denied;	/* opens and setattrs refused (fs.c) */
 };
 
 void stats_io_account(struct stats_io *io, enum stats_req kind, uint64_t bytes, uint64_t ns,
 		      int err);
 
 /*
- * Write the stats text into a new malloc'ed buffer; *len receives its
- * length.  Returns NULL on allocation failure.
+ * Write the stats text into buf (cap bytes); returns its length.  Text that
+ * does not fit is cut at a line.  Allocates nothing: it runs in a request
+ * thread, which must not wait on memory.
  */
-char *stats_snapshot(struct store *st, struct policy *pol, const struct stats_io *io,
-		     size_t *len);
+size_t stats_snapshot(struct store *st, struct policy *pol, const struct stats_io *io,
+		      char *buf, size_t cap);
 
-/* The daemon's resident memory, in bytes, from /proc/self/statm. */
+/* The daemon's resident memory, in bytes, from /proc/self/statm (read
+ * without stdio, which would allocate). */
 uint64_t stats_rss_bytes(void);
 
 #endif

@@ -273,13 +273,45 @@ static int serve_entry(struct uring_queue *q, struct uring_entry *e,
 	return queue_cmd(q, e, URING_CMD_COMMIT_AND_FETCH, commit_id);
 }
 
+/* Failed io_uring_enter() calls of all queues. */
+static _Atomic uint64_t ring_errors;
+
+/* The pause after a failed wait doubles up to this, so that a lasting
+ * error costs a few wake-ups a second, not a CPU. */
+#define RING_BACKOFF_MAX_MS	100
+
+/* A wait on the ring failed (-ENOMEM, -EBUSY with the completions
+ * overflowing, ...): log it now and then, pause, and let the caller retry.
+ * stop_fd ends the pause early. */
+static void ring_error(struct uring_queue *q, int err, int stop_fd, int *backoff_ms)
+{
+	static struct log_ratelimit rl = LOG_RATELIMIT_INIT(5);
+	struct pollfd pfd = { .fd = stop_fd, .events = POLLIN };
+	uint64_t held;
+
+	atomic_fetch_add_explicit(&ring_errors, 1, memory_order_relaxed);
+	if (log_ratelimit(&rl, &held))
+		log_err("FUSE over io_uring: queue %u: waiting for requests: %s; serving goes "
+			"on (%llu more since the last message)", q->qid, strerror(-err),
+			(unsigned long long)held);
+	*backoff_ms = *backoff_ms ? *backoff_ms * 2 : 1;
+	if (*backoff_ms > RING_BACKOFF_MAX_MS)
+		*backoff_ms = RING_BACKOFF_MAX_MS;
+	poll(&pfd, 1, *backoff_ms);
+}
+
+uint64_t uring_session_errors(void)
+{
+	return atomic_load_explicit(&ring_errors, memory_order_relaxed);
+}
+
 int uring_queue_serve(struct uring_queue *q, int stop_fd,
 		      void (*handle)(void *arg, struct uring_req *r), void *arg)
 {
 	struct io_uring_sqe *sqe;
 	unsigned int i, live = 0;
 	bool stop = false;
-	int err = 0, refused = 0;
+	int err = 0, refused = 0, backoff_ms = 0;
 
 	sqe = next_sqe(q);
 	io_uring_prep_poll_add(sqe, stop_fd, POLLIN);
@@ -298,9 +330,21 @@ int uring_queue_serve(struct uring_queue *q, int stop_fd,
 		err = io_uring_submit_and_wait(&q->ring, 1);
 		if (err == -EINTR)
 			continue;
-		if (err < 0)
+		if (err == -EAGAIN || err == -EBUSY || err == -ENOMEM || err == -ETIME) {
+			/* Short of memory, or completions overflowing: it
+			 * passes.  Entries still registered hold requests the
+			 * kernel waits on, so leaving would strand them. */
+			ring_error(q, err, stop_fd, &backoff_ms);
+			continue;
+		}
+		if (err < 0) {
+			/* The ring itself is unusable (EBADF, EFAULT, ...) */
+			log_err("FUSE over io_uring: queue %u: %s: the queue ends", q->qid,
+				strerror(-err));
 			break;
+		}
 		err = 0;
+		backoff_ms = 0;
 		io_uring_for_each_cqe(&q->ring, head, cqe) {
 			struct uring_entry *e = (struct uring_entry *)(uintptr_t)cqe->user_data;
 
@@ -387,6 +431,12 @@ static ssize_t session_read(int fd, void *buf, size_t len, void *userdata)
 	const struct fuse_in_header *in = buf;
 
 	(void)userdata;
+	if (n < 0 && session.hooks.read_error && errno != EAGAIN && errno != EINTR &&
+	    errno != ENOENT && errno != ENODEV) {
+		session.hooks.read_error(session.hooks.arg, -errno);
+		errno = EAGAIN;
+		return -1;
+	}
 	if (n >= (ssize_t)sizeof(*in) && in->opcode == FUSE_INIT)
 		atomic_store(&session.init_unique, in->unique);
 	return n;

@@ -91,8 +91,11 @@ struct uring_queue *uring_queue_create(int fuse_fd, unsigned int qid, unsigned i
  * (unmount, abort) or `stop_fd` (an eventfd) becomes readable.  `handle`
  * gets each request and must reply through uring_reply(); a request left
  * without a reply is answered ENOSYS.  Call from one thread only, the one
- * bound to the queue's CPU.  Returns 0, or -errno if the kernel refused the
- * ring (e.g. -EOPNOTSUPP: not enabled), before any request was served.
+ * bound to the queue's CPU.  A failed wait on the ring is logged (at most
+ * every few seconds), counted and retried after a short pause: only the
+ * kernel ending the entries, or stop_fd, ends the queue.  Returns 0, or
+ * -errno if the kernel refused the ring (e.g. -EOPNOTSUPP: not enabled),
+ * before any request was served.
  */
 int uring_queue_serve(struct uring_queue *q, int stop_fd,
 		      void (*handle)(void *arg, struct uring_req *r), void *arg);
@@ -116,6 +119,12 @@ struct uring_session_hooks {
 	 * thread state of the file system (codec contexts, buffers). */
 	int (*thread_start)(void *arg, unsigned int qid);
 	void (*thread_stop)(void *arg, unsigned int qid);
+	/* A read of /dev/fuse failed with `err` (-errno), other than the
+	 * errors of normal operation (EAGAIN, EINTR, ENOENT, ENODEV).  With
+	 * this hook the error is the caller's to log and count, and libfuse
+	 * sees EAGAIN (it would print every one to stderr); NULL: libfuse
+	 * sees the error. */
+	void (*read_error)(void *arg, int err);
 	void *arg;
 };
 
@@ -141,5 +150,8 @@ struct uring_req *uring_current(void);
 
 /* Requests served through the rings so far. */
 uint64_t uring_session_requests(void);
+
+/* Failed waits on the rings (io_uring_enter), each retried. */
+uint64_t uring_session_errors(void);
 
 #endif

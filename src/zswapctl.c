@@ -767,7 +767,8 @@ static int cmd_status(int argc, char **argv)
 		if (err) {
 			/* a mount whose daemon died: say so, show the others */
 			ctl_err("%s: cannot read stats: %s%s", mnt, strerror(-err),
-				err == -EACCES ? " (FUSE mounts without allow_other are root's)" :
+				err == -EACCES ? " (only root may read it, unless the mount has "
+						 "allow_other and stats_group names a group of yours)" :
 				"");
 			free(st);
 			rc = CTL_EXIT_ERR;

@@ -12,6 +12,7 @@
 #include <unistd.h>
 
 #include "config.h"
+#include "harden.h"
 #include "testutil.h"
 
 static char err[512];
@@ -146,6 +147,63 @@ START_TEST(test_file)
 }
 END_TEST
 
+/* stats_group: a name (looked up), a number (any), or "" for none; a name
+ * that is no group is an error that names the key, and changes nothing. */
+START_TEST(test_group)
+{
+	struct zs_config cfg;
+
+	config_defaults(&cfg);
+	ck_assert_int_eq(cfg.stats_group.gid, -1);
+	ck_assert_int_eq(config_set(&cfg, "stats_group", "4242", "mount option", err,
+				    sizeof(err)), 0);
+	ck_assert_int_eq(cfg.stats_group.gid, 4242);
+	ck_assert_int_eq(config_set(&cfg, "stats_group", "root", "mount option", err,
+				    sizeof(err)), 0);
+	ck_assert_int_eq(cfg.stats_group.gid, 0);
+	ck_assert_str_eq(cfg.stats_group.name, "root");
+	ck_assert_int_eq(config_set(&cfg, "stats_group", "no-such-group-zs", "x.conf:3", err,
+				    sizeof(err)), -EINVAL);
+	ck_assert_ptr_nonnull(strstr(err, "x.conf:3"));
+	ck_assert_ptr_nonnull(strstr(err, "stats_group"));
+	ck_assert_ptr_nonnull(strstr(err, "no-such-group-zs"));
+	ck_assert_int_eq(cfg.stats_group.gid, 0);	/* unchanged */
+	/* (gid_t)-1 is chown's "no change", not a group */
+	ck_assert_int_eq(config_set(&cfg, "stats_group", "4294967295", "mount option", err,
+				    sizeof(err)), -EINVAL);
+	ck_assert_int_eq(config_set(&cfg, "stats_group", "12x", "mount option", err,
+				    sizeof(err)), -EINVAL);
+	ck_assert_int_eq(config_set(&cfg, "stats_group", "", "mount option", err,
+				    sizeof(err)), 0);
+	ck_assert_int_eq(cfg.stats_group.gid, -1);
+}
+END_TEST
+
+/* lock_memory: one of its words; anything else names the key and the words. */
+START_TEST(test_choice)
+{
+	struct zs_config cfg;
+
+	config_defaults(&cfg);
+#if HARDEN_CAN_MLOCK
+	ck_assert_int_eq(cfg.lock_memory, ZS_LOCK_REQUIRED);
+#else
+	ck_assert_int_eq(cfg.lock_memory, ZS_LOCK_TRY);	/* a sanitizer build */
+#endif
+	ck_assert_int_eq(config_set(&cfg, "lock_memory", "try", "mount option", err,
+				    sizeof(err)), 0);
+	ck_assert_int_eq(cfg.lock_memory, ZS_LOCK_TRY);
+	ck_assert_int_eq(config_set(&cfg, "lock_memory", "required", "mount option", err,
+				    sizeof(err)), 0);
+	ck_assert_int_eq(cfg.lock_memory, ZS_LOCK_REQUIRED);
+	ck_assert_int_eq(config_set(&cfg, "lock_memory", "maybe", "mount option", err,
+				    sizeof(err)), -EINVAL);
+	ck_assert_ptr_nonnull(strstr(err, "lock_memory"));
+	ck_assert_ptr_nonnull(strstr(err, "required, try"));
+	ck_assert_int_eq(cfg.lock_memory, ZS_LOCK_REQUIRED);
+}
+END_TEST
+
 int main(void)
 {
 	Suite *s = suite_create("config");
@@ -154,6 +212,8 @@ int main(void)
 	tcase_add_test(tc, test_sizes);
 	tcase_add_test(tc, test_set_and_errors);
 	tcase_add_test(tc, test_file);
+	tcase_add_test(tc, test_group);
+	tcase_add_test(tc, test_choice);
 	suite_add_tcase(s, tc);
 	return run_suite(s);
 }

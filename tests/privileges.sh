@@ -1,0 +1,141 @@
+#!/bin/bash
+# SPDX-License-Identifier: GPL-2.0-or-later
+# shellcheck source-path=SCRIPTDIR
+#
+# Least privilege and locked memory (issue 9, parts 4 and 5).
+#  - After start-up every thread of the daemon has no capability left but
+#    CAP_IPC_LOCK, and that one only when RLIMIT_MEMLOCK could not be raised
+#    to unlimited (then the arena needs it to lock pages again); the same in
+#    the bounding set; NoNewPrivs is set; the stats file says what was kept.
+#  - The unmount helper keeps CAP_SYS_ADMIN and nothing else, holds no
+#    descriptor of the daemon's but its pipe, and a SIGTERM still unmounts.
+#  - Memory that cannot be locked stops the start (lock_memory=required, the
+#    default), with a message that says what is at stake and what to set, in
+#    the foreground and in the background (the parent's exit status); with
+#    lock_memory=try the daemon starts and says memory_locked 0.
+set -eu
+. "$(dirname "$0")/lib.sh"
+
+require_fuse
+require_root
+command -v setpriv >/dev/null || fail "setpriv not found (util-linux)"
+command -v prlimit >/dev/null || fail "prlimit not found (util-linux)"
+make_tmpdir
+
+CAP_IPC_LOCK=14
+CAP_SYS_ADMIN=21
+
+# capfield PID TID FIELD: the hex value of FIELD (CapEff, ...) of a thread.
+capfield() { awk -v f="$3:" '$1 == f { print $2 }' "/proc/$1/task/$2/status"; }
+hex() { printf '%016x' "$1"; }
+
+# ---- the daemon's threads after start-up ----------------------------------
+
+zs_mount size=64M
+pid=$ZS_PID
+kept=$(zs_stat "$ZS_MNT" capabilities)
+locked=$(zs_stat "$ZS_MNT" memory_locked)
+[ "$(zs_stat "$ZS_MNT" no_new_privs)" = 1 ] || fail "stats: no_new_privs is not 1"
+memlock=$(awk '/^Max locked memory/ { print $4 }' "/proc/$pid/limits")
+# CAP_IPC_LOCK is kept exactly when memory is locked and its limit is not
+# unlimited; nothing else is ever kept
+if [ "$locked" = 1 ] && [ "$memlock" != unlimited ]; then
+	want=$((1 << CAP_IPC_LOCK))
+else
+	want=0
+fi
+[ "$kept" = "$want" ] ||
+	fail "stats: capabilities $kept, expected $want (memory_locked $locked, memlock limit $memlock)"
+threads=0
+for task in /proc/"$pid"/task/*; do
+	tid=${task##*/}
+	threads=$((threads + 1))
+	for f in CapEff CapPrm CapBnd; do
+		v=$(capfield "$pid" "$tid" $f)
+		[ "$v" = "$(hex "$want")" ] || fail "thread $tid: $f $v, expected $(hex "$want")"
+	done
+	for f in CapInh CapAmb; do
+		v=$(capfield "$pid" "$tid" $f)
+		[ "$v" = "$(hex 0)" ] || fail "thread $tid: $f $v, expected none"
+	done
+	[ "$(awk '$1 == "NoNewPrivs:" { print $2 }' "$task/status")" = 1 ] ||
+		fail "thread $tid: NoNewPrivs is not 1"
+done
+[ "$threads" -ge 2 ] || fail "only $threads thread(s): expected the request, policy and log threads"
+log "ok: $threads threads, each with capabilities $(hex "$want") (memory_locked $locked," \
+	"memlock limit $memlock), NoNewPrivs 1"
+
+# the unmount helper: the daemon's child, CAP_SYS_ADMIN alone, no /dev/fuse
+helper=$(pgrep -P "$pid" -x zswapfs-umount) || fail "no zswapfs-umount child of $pid"
+for f in CapEff CapPrm CapBnd; do
+	v=$(capfield "$helper" "$helper" $f)
+	[ "$v" = "$(hex $((1 << CAP_SYS_ADMIN)))" ] || fail "unmount helper: $f $v"
+done
+[ "$(awk '$1 == "NoNewPrivs:" { print $2 }' "/proc/$helper/status")" = 1 ] ||
+	fail "unmount helper: NoNewPrivs is not 1"
+fds=$(ls "/proc/$helper/fd")
+[ "$(wc -w <<<"$fds")" -le 4 ] || fail "unmount helper holds descriptors: $(ls -l "/proc/$helper/fd")"
+! ls -l "/proc/$helper/fd" | grep -q /dev/fuse || fail "unmount helper holds /dev/fuse"
+# and the stop it is there for: SIGTERM unmounts and ends both
+kill -TERM "$pid"
+zs_wait_exit 10 || fail "SIGTERM did not end the daemon in 10 s"
+[ "$ZS_RC" = 0 ] || fail "daemon exited $ZS_RC on SIGTERM"
+zs_ended
+for ((i = 0; i < 50; i++)); do kill -0 "$helper" 2>/dev/null || break; sleep 0.1; done
+! kill -0 "$helper" 2>/dev/null || fail "the unmount helper outlived the daemon"
+log "ok: unmount helper $helper: CAP_SYS_ADMIN only, $(wc -w <<<"$fds") descriptors; SIGTERM unmounted"
+
+# ---- memory that cannot be locked -------------------------------------------
+
+# no CAP_IPC_LOCK (nor CAP_SYS_RESOURCE to raise the limit) and a limit of 0
+unlockable() {
+	prlimit --memlock=0:0 setpriv --bounding-set=-ipc_lock,-sys_resource \
+		--inh-caps=-ipc_lock,-sys_resource -- "$@"
+}
+
+if zs_sanitized; then
+	# AddressSanitizer cannot lock memory at all: the build's default is
+	# lock_memory=try, and asking for required is refused.
+	zs_start_refused "sanitizer build, lock_memory=required" -o size=64M,lock_memory=required
+	[ "$ZS_RC" -ne 0 ] || fail "lock_memory=required in a sanitizer build: exit status 0"
+	grep -q "AddressSanitizer" "$ZS_LOG" || { cat "$ZS_LOG" >&2; fail "no reason given"; }
+	log "ok: sanitizer build: lock_memory=required refused ($(grep -m1 lock_memory "$ZS_LOG"))"
+else
+	ZSWAPFS_REAL=$ZSWAPFS
+	ZSWAPFS=$ZS_TMP/unlockable
+	printf '#!/bin/sh\nexec prlimit --memlock=0:0 setpriv --bounding-set=-ipc_lock,-sys_resource --inh-caps=-ipc_lock,-sys_resource -- "%s" "$@"\n' \
+		"$ZSWAPFS_REAL" >"$ZSWAPFS"
+	chmod +x "$ZSWAPFS"
+	zs_start_refused "memory cannot be locked" -o size=64M
+	[ "$ZS_RC" -ne 0 ] || fail "unlockable memory: exit status 0"
+	grep -q "cannot lock the daemon's memory" "$ZS_LOG" &&
+		grep -q "deadlock" "$ZS_LOG" && grep -q "lock_memory=try" "$ZS_LOG" ||
+		{ cat "$ZS_LOG" >&2; fail "the refusal does not say what is at stake and what to set"; }
+	log "ok: refused: $(grep -m1 "cannot lock" "$ZS_LOG" | cut -c1-100)..."
+	ZSWAPFS=$ZSWAPFS_REAL
+
+	# in the background: the parent's exit status carries the refusal
+	mnt=$(mktemp -d "${TMPDIR:-/tmp}/zswapfs-mnt.XXXXXX")
+	push_undo rmdir -- "$mnt"
+	rc=0
+	unlockable "$ZSWAPFS" zswapfs "$mnt" -o size=64M 2>"$ZS_TMP/bg.log" || rc=$?
+	[ "$rc" -ne 0 ] || { umount "$mnt"; fail "background start with unlockable memory: exit 0"; }
+	! _zs_is_mounted "$mnt" || fail "a refused background start left $mnt mounted"
+	grep -q "cannot lock the daemon's memory" "$ZS_TMP/bg.log" ||
+		fail "background refusal: $(cat "$ZS_TMP/bg.log")"
+	log "ok: in the background too: exit status $rc, nothing mounted"
+
+	ZSWAPFS=$ZS_TMP/unlockable
+	zs_mount size=64M,lock_memory=try
+	ZSWAPFS=$ZSWAPFS_REAL
+	[ "$(zs_stat "$ZS_MNT" memory_locked)" = 0 ] || fail "lock_memory=try: memory_locked is not 0"
+	[ "$(zs_stat "$ZS_MNT" capabilities)" = 0 ] ||
+		fail "lock_memory=try without locked memory kept capabilities"
+	grep -q "lock_memory=try" "$ZS_LOG" || fail "lock_memory=try: no warning in the log"
+	dd if=/dev/urandom of="$ZS_TMP/d" bs=64K count=4 status=none
+	dd if="$ZS_TMP/d" of="$ZS_MNT/swap" bs=64K oflag=direct conv=notrunc status=none
+	cmp -s "$ZS_TMP/d" <(head -c 256K "$ZS_MNT/swap") || fail "lock_memory=try: data differs"
+	zs_umount
+	log "ok: lock_memory=try starts without locked memory, warns, says memory_locked 0"
+fi
+exit 0
