@@ -7,4 +7,4 @@ apt-get update
 apt-get install -y --no-install-recommends \
 	build-essential autoconf automake libtool pkg-config \
 	libfuse3-dev fuse3 liblz4-dev libzstd-dev liblzo2-dev libconfig-dev liburing-dev check \
-	fio util-linux mount procps kmod python3 groff-base man-db e2fsprogs
+	fio util-linux mount procps kmod python3 groff-base man-db e2fsprogs systemd

@@ -132,19 +132,19 @@ elif cmd == "past_end":
 else:
     sys.exit("unknown command " + cmd)
 EOF
-io() { "$PYTHON" "$ZS_TMP/io.py" "$@"; }
+io() { zs_run 120 "$PYTHON" "$ZS_TMP/io.py" "$@"; }
 
 # check_all: the whole swap file, read with O_DIRECT in 1 MiB requests,
 # equals the reference.
 check_all() {
-	dd if="$ZS_MNT/swap" iflag=direct bs=1M status=none | cmp - "$REF" ||
+	zs_run 60 cmp "$REF" <(dd if="$ZS_MNT/swap" iflag=direct bs=1M status=none) ||
 		fail "$1: swap file content differs from the reference"
 }
 
 # dd_both SRC_SECTOR DST_SECTOR COUNT: a dd with 512-byte O_DIRECT writes, to
 # the swap file and to the reference.
 dd_both() {
-	dd if="$SRC" of="$ZS_MNT/swap" bs=512 skip="$1" seek="$2" count="$3" \
+	zs_run 30 dd if="$SRC" of="$ZS_MNT/swap" bs=512 skip="$1" seek="$2" count="$3" \
 		oflag=direct conv=notrunc status=none || fail "dd write at sector $2 x $3 failed"
 	dd if="$SRC" of="$REF" bs=512 skip="$1" seek="$2" count="$3" conv=notrunc status=none
 }
@@ -166,11 +166,11 @@ truncate -s "$SIZE" "$REF"
 # ---- the file ----------------------------------------------------------------
 zs_mount size=64M
 swap=$ZS_MNT/swap
-[ "$(stat -c %s "$swap")" -eq "$SIZE" ] || fail "st_size is $(stat -c %s "$swap"), not $SIZE"
-[ "$(stat -c %F:%a "$swap")" = "regular file:600" ] ||
-	fail "swap is '$(stat -c %F:%a "$swap")', not a regular file with mode 600"
-[ -f "$ZS_MNT/stats" ] || fail "no stats file"
-[ -f "$ZS_MNT/control" ] || fail "no control file"
+v=$(zs_run 10 stat -c %s:%F:%a "$swap") || fail "stat $swap failed"
+[ "$v" = "$SIZE:regular file:600" ] ||
+	fail "swap is '$v', not a regular file of $SIZE bytes with mode 600"
+zs_run 10 test -f "$ZS_MNT/stats" || fail "no stats file"
+zs_run 10 test -f "$ZS_MNT/control" || fail "no control file"
 v=$(zs_stat "$ZS_MNT" algorithm)
 [ "$v" = lz4 ] || fail "default algorithm is '$v', not lz4"
 
@@ -188,8 +188,8 @@ dd_both 8400 1 1       # overwrite part of a page that is stored already
 dd_both 500 $((SIZE / 512 - 1)) 1   # the last sector of the file
 check_all "after sector writes"
 # a read that starts and ends inside pages
-dd if="$swap" iflag=direct bs=512 skip=9 count=5 status=none |
-	cmp - <(dd if="$REF" bs=512 skip=9 count=5 status=none) ||
+zs_run 30 cmp <(dd if="$swap" iflag=direct bs=512 skip=9 count=5 status=none) \
+	<(dd if="$REF" bs=512 skip=9 count=5 status=none) ||
 	fail "512-byte direct read at sector 9 returned wrong data"
 
 # ---- many random writes (any 512-aligned offset and length) ------------------
@@ -197,8 +197,8 @@ io random "$swap" "$REF" "$SRC" 400 $((48 * MIB)) 42 || fail "random writes"
 check_all "after random writes"
 
 # ---- large requests -------------------------------------------------------------
-dd if="$SRC" of="$swap" bs=1M skip=4 seek=16 count=8 oflag=direct conv=notrunc status=none ||
-	fail "dd bs=1M write failed"
+zs_run 30 dd if="$SRC" of="$swap" bs=1M skip=4 seek=16 count=8 oflag=direct conv=notrunc \
+	status=none || fail "dd bs=1M write failed"
 dd if="$SRC" of="$REF" bs=1M skip=4 seek=16 count=8 conv=notrunc status=none
 io pwrite "$swap" "$REF" "$SRC" $((48 * MIB + 1536)) 512 $((MIB + 512)) ||
 	fail "one 1 MiB + 512 write at a sector offset"
@@ -212,7 +212,7 @@ io compare "$swap" "$REF" 1 $((3 * 4096)) || fail "unaligned read across pages"
 check_all "after unaligned writes"
 
 # ---- the end of the file -----------------------------------------------------------
-if dd if="$SRC" of="$swap" bs=512 seek=$((SIZE / 512)) count=1 oflag=direct conv=notrunc \
+if zs_run 30 dd if="$SRC" of="$swap" bs=512 seek=$((SIZE / 512)) count=1 oflag=direct conv=notrunc \
 	status=none 2>/dev/null; then
 	fail "dd write of the sector after the end succeeded"
 fi
@@ -231,7 +231,9 @@ awk 'NF != 2 { exit 1 }
 	$1 == "fuse_transport" { next }
 	$2 !~ /^[0-9]+$/ { exit 1 }' "$ZS_MNT/stats" ||
 	fail "stats has a line that is not 'key integer': $(cat "$ZS_MNT/stats")"
-if { echo 1 >"$ZS_MNT/stats"; } 2>/dev/null; then fail "writing the stats file succeeded"; fi
+if zs_run 10 "$BASH" -c 'echo 1 >"$1"' - "$ZS_MNT/stats" 2>/dev/null; then
+	fail "writing the stats file succeeded"
+fi
 
 # fresh pages (56 MiB on was never written): 64 same-filled, 64 random, 64 text
 same0=$(stat_int same_pages)
@@ -240,16 +242,18 @@ orig0=$(stat_int orig_data_size)
 stored0=$(stat_int pages_stored)
 compr0=$(stat_int compr_data_size)
 gen_data "$ZS_TMP/same" 64 same 4
-dd if="$ZS_TMP/same" of="$swap" bs=256K seek=224 oflag=direct conv=notrunc status=none
+zs_run 30 dd if="$ZS_TMP/same" of="$swap" bs=256K seek=224 oflag=direct conv=notrunc status=none
 dd if="$ZS_TMP/same" of="$REF" bs=256K seek=224 conv=notrunc status=none
 same1=$(stat_int same_pages)
 [ $((same1 - same0)) -eq 64 ] || fail "same_pages went from $same0 to $same1 after 64 same-filled pages"
-dd if="$ZS_TMP/random" of="$swap" bs=256K seek=228 count=1 oflag=direct conv=notrunc status=none
+zs_run 30 dd if="$ZS_TMP/random" of="$swap" bs=256K seek=228 count=1 oflag=direct conv=notrunc \
+	status=none
 dd if="$ZS_TMP/random" of="$REF" bs=256K seek=228 count=1 conv=notrunc status=none
 huge1=$(stat_int huge_pages)
 [ $((huge1 - huge0)) -eq 64 ] || fail "huge_pages went from $huge0 to $huge1 after 64 random pages"
 compr1=$(stat_int compr_data_size)
-dd if="$ZS_TMP/text" of="$swap" bs=256K seek=232 count=1 oflag=direct conv=notrunc status=none
+zs_run 30 dd if="$ZS_TMP/text" of="$swap" bs=256K seek=232 count=1 oflag=direct conv=notrunc \
+	status=none
 dd if="$ZS_TMP/text" of="$REF" bs=256K seek=232 count=1 conv=notrunc status=none
 compr2=$(stat_int compr_data_size)
 orig2=$(stat_int orig_data_size)
@@ -267,9 +271,9 @@ v=$(stat_int mem_used_total)
 check_all "after the stats pages"
 
 # ---- control --------------------------------------------------------------------
-echo compact >"$ZS_MNT/control" || fail "'compact' was refused"
-if echo bogus >"$ZS_MNT/control" 2>/dev/null; then fail "'bogus' was accepted"; fi
-if echo "compact now" >"$ZS_MNT/control" 2>/dev/null; then fail "'compact now' was accepted"; fi
+zs_ctl "$ZS_MNT" compact || fail "'compact' was refused"
+if zs_ctl "$ZS_MNT" bogus 2>/dev/null; then fail "'bogus' was accepted"; fi
+if zs_ctl "$ZS_MNT" compact now 2>/dev/null; then fail "'compact now' was accepted"; fi
 check_all "after compact"
 for key in failed_reads failed_writes; do
 	v=$(stat_int "$key")
@@ -284,7 +288,8 @@ swap=$ZS_MNT/swap
 v=$(stat_int mem_limit)
 [ "$v" -eq $((4 * MIB)) ] || fail "mem_limit reads $v"
 gen_data "$ZS_TMP/random16" 4096 random 5
-if dd if="$ZS_TMP/random16" of="$swap" bs=1M oflag=direct conv=notrunc 2>"$ZS_TMP/dd.err"; then
+if zs_run 60 dd if="$ZS_TMP/random16" of="$swap" bs=1M oflag=direct conv=notrunc \
+	2>"$ZS_TMP/dd.err"; then
 	fail "16 MiB of random data fit in mem_limit=4M"
 fi
 grep -q "No space left on device" "$ZS_TMP/dd.err" ||
@@ -292,7 +297,9 @@ grep -q "No space left on device" "$ZS_TMP/dd.err" ||
 done_bytes=$(awk '/bytes/ && /copied/ { print $1 }' "$ZS_TMP/dd.err")
 log "mem_limit=4M: $done_bytes bytes of random data stored before ENOSPC"
 [ "${done_bytes:-0}" -gt 0 ] || fail "nothing could be written under mem_limit=4M"
-cmp -n "$done_bytes" <(dd if="$swap" iflag=direct bs=1M status=none) "$ZS_TMP/random16" ||
+zs_run 30 cmp -n "$done_bytes" \
+	<(dd if="$swap" iflag=direct,count_bytes bs=1M count="$done_bytes" status=none) \
+	"$ZS_TMP/random16" ||
 	fail "data stored before ENOSPC does not read back"
 v=$(stat_int failed_writes)
 [ "$v" -gt 0 ] || fail "failed_writes is $v after ENOSPC"
@@ -301,14 +308,16 @@ v=$(stat_int mem_used_total)
 v=$(stat_int mem_used_max)
 [ "$v" -le $((4 * MIB)) ] || fail "mem_used_max $v exceeds mem_limit"
 # same-filled pages need no memory: they still go in
-dd if="$ZS_TMP/same" of="$swap" bs=256K seek=200 oflag=direct conv=notrunc status=none ||
+zs_run 30 dd if="$ZS_TMP/same" of="$swap" bs=256K seek=200 oflag=direct conv=notrunc status=none ||
 	fail "same-filled pages refused when the memory limit is reached"
 # freeing space makes writes work again
-fallocate --punch-hole --keep-size --offset 0 --length $((32 * MIB)) "$swap" ||
+zs_run 30 fallocate --punch-hole --keep-size --offset 0 --length $((32 * MIB)) "$swap" ||
 	fail "punching a hole failed"
-dd if="$ZS_TMP/random16" of="$swap" bs=1M count=2 oflag=direct conv=notrunc status=none ||
+zs_run 30 dd if="$ZS_TMP/random16" of="$swap" bs=1M count=2 oflag=direct conv=notrunc \
+	status=none ||
 	fail "writes still fail after discarding everything"
-cmp -n $((2 * MIB)) <(dd if="$swap" iflag=direct bs=1M count=2 status=none) "$ZS_TMP/random16" ||
+zs_run 30 cmp -n $((2 * MIB)) <(dd if="$swap" iflag=direct bs=1M count=2 status=none) \
+	"$ZS_TMP/random16" ||
 	fail "data written after the discard does not read back"
 zs_alive
 zs_umount
@@ -320,9 +329,9 @@ for opts in algorithm=lz4 algorithm=zstd algorithm=zstd,level=9 algorithm=lzo; d
 	alg=${alg%%,*}
 	v=$(zs_stat "$ZS_MNT" algorithm)
 	[ "$v" = "$alg" ] || fail "$opts: stats say algorithm $v"
-	dd if="$ZS_TMP/mixed" of="$ZS_MNT/swap" bs=1M oflag=direct conv=notrunc status=none ||
+	zs_run 30 dd if="$ZS_TMP/mixed" of="$ZS_MNT/swap" bs=1M oflag=direct conv=notrunc status=none ||
 		fail "$opts: write failed"
-	cmp <(dd if="$ZS_MNT/swap" iflag=direct bs=1M count=8 status=none) "$ZS_TMP/mixed" ||
+	zs_run 30 cmp <(dd if="$ZS_MNT/swap" iflag=direct bs=1M count=8 status=none) "$ZS_TMP/mixed" ||
 		fail "$opts: data does not read back"
 	orig=$(stat_int orig_data_size)
 	compr=$(stat_int compr_data_size)

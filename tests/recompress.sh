@@ -17,6 +17,13 @@ MKCORPUS=${MKCORPUS:-$top_builddir/contrib/bench/mkcorpus}
 command -v fio >/dev/null || fail "fio is not installed"
 make_tmpdir
 
+MIB=$((1 << 20))
+
+# read_back MOUNT BYTES: the first BYTES of MOUNT/swap, to stdout.
+read_back() {
+	zs_run 60 dd if="$1/swap" bs=1M count="$2" iflag=direct,count_bytes status=none
+}
+
 corpus=$ZS_TMP/corpus
 "$MKCORPUS" -s 48M -p python,cc1plus -o "$corpus" >"$ZS_TMP/mkcorpus.out" 2>&1 ||
 	{ cat "$ZS_TMP/mkcorpus.out" >&2; fail "mkcorpus failed"; }
@@ -26,23 +33,25 @@ log "corpus: $bytes bytes of real process memory"
 
 # What zstd alone makes of these pages, for the expected gain.
 zs_mount size=128M,algorithm=zstd,recompress.enabled=false
-dd if="$corpus" of="$ZS_MNT/swap" bs=1M oflag=direct status=none
+zs_run 60 dd if="$corpus" of="$ZS_MNT/swap" bs=1M oflag=direct status=none ||
+	fail "writing the corpus failed"
 zstd_bytes=$(zs_stat "$ZS_MNT" compr_data_size)
 zs_umount
 
 zs_mount size=128M,algorithm=lz4,recompress.enabled=false,compact.threshold=0
 mnt=$ZS_MNT
-dd if="$corpus" of="$mnt/swap" bs=1M oflag=direct status=none
+zs_run 60 dd if="$corpus" of="$mnt/swap" bs=1M oflag=direct status=none ||
+	fail "writing the corpus failed"
 lz4_bytes=$(zs_stat "$mnt" compr_data_size)
 used_before=$(zs_stat "$mnt" mem_used_total)
 passes=$(zs_stat "$mnt" recompress_passes)
 
-echo "idle all" >"$mnt/control"
-echo "recompress type=idle threshold=16" >"$mnt/control"
+zs_ctl "$mnt" idle all || fail "'idle all' was refused"
+zs_ctl "$mnt" recompress type=idle threshold=16 || fail "'recompress type=idle' was refused"
 zs_stat_wait "$mnt" recompress_passes $((passes + 1)) 300
 zs_stat_wait "$mnt" recompress_pending 0 300
 compactions=$(zs_stat "$mnt" compactions)
-echo compact >"$mnt/control"
+zs_ctl "$mnt" compact || fail "'compact' was refused"
 zs_stat_wait "$mnt" compactions $((compactions + 1)) 300
 
 used_after=$(zs_stat "$mnt" mem_used_total)
@@ -51,7 +60,7 @@ compr_after=$(zs_stat "$mnt" compr_data_size)
 [ "$(zs_stat "$mnt" pages_zstd)" -gt 0 ] || fail "pages_zstd is 0 after recompression"
 sum=$(( $(zs_stat "$mnt" bytes_lz4) + $(zs_stat "$mnt" bytes_zstd) + $(zs_stat "$mnt" bytes_lzo) ))
 [ "$sum" = "$compr_after" ] || fail "bytes per codec ($sum) != compr_data_size ($compr_after)"
-cmp -n "$bytes" <(dd if="$mnt/swap" bs=1M iflag=direct status=none) "$corpus" ||
+zs_run 60 cmp -n "$bytes" <(read_back "$mnt" "$bytes") "$corpus" ||
 	fail "data differs after recompression"
 
 gain=$((lz4_bytes - zstd_bytes))
@@ -68,27 +77,26 @@ log "lz4 $lz4_bytes B, zstd alone $zstd_bytes B (gain $gain B); mem_used_total" 
 # Requests during a pass: fio rewrites and verifies the upper half while
 # the whole file is recompressed; the corpus half must stay intact too.
 passes=$(zs_stat "$mnt" recompress_passes)
-fio --name=during --filename="$mnt/swap" --offset=64M --size=64M --rw=randwrite --bs=4k \
-	--direct=1 --ioengine=psync --verify=crc32c --verify_fatal=1 --buffer_compress_percentage=60 \
-	--refill_buffers --randrepeat=0 --output="$ZS_TMP/fio.out" &
+fio_args=(--name=during --filename="$mnt/swap" --offset=64M --size=64M --rw=randwrite --bs=4k
+	--direct=1 --ioengine=psync --verify=crc32c --verify_fatal=1
+	--buffer_compress_percentage=60 --refill_buffers --randrepeat=0)
+(cd "$ZS_TMP" && zs_run 120 fio "${fio_args[@]}" --output="$ZS_TMP/fio.out") &
 fio_pid=$!
 sleep 0.5
-echo "recompress threshold=16" >"$mnt/control"
+zs_ctl "$mnt" recompress threshold=16 || fail "'recompress threshold=16' was refused"
 wait "$fio_pid" || { cat "$ZS_TMP/fio.out" >&2; fail "fio verify failed during recompression"; }
 zs_stat_wait "$mnt" recompress_pending 0 300
 [ "$(zs_stat "$mnt" recompress_passes)" -gt "$passes" ] || fail "the pass did not run"
-fio --name=after --filename="$mnt/swap" --offset=64M --size=64M --rw=randwrite --bs=4k \
-	--direct=1 --ioengine=psync --verify=crc32c --verify_only --verify_fatal=1 \
-	--buffer_compress_percentage=60 --refill_buffers --randrepeat=0 \
-	--output="$ZS_TMP/fio2.out" || { cat "$ZS_TMP/fio2.out" >&2; fail "verify after the pass"; }
-cmp -n "$bytes" <(dd if="$mnt/swap" bs=1M iflag=direct status=none) "$corpus" ||
+(cd "$ZS_TMP" && zs_run 120 fio "${fio_args[@]}" --verify_only --output="$ZS_TMP/fio2.out") ||
+	{ cat "$ZS_TMP/fio2.out" >&2; fail "verify after the pass"; }
+zs_run 60 cmp -n "$bytes" <(read_back "$mnt" "$bytes") "$corpus" ||
 	fail "corpus half differs after the pass during I/O"
 [ "$(zs_stat "$mnt" failed_reads)" = 0 ] || fail "failed_reads"
 
 # A bad control command changes nothing.
 for bad in "recompress type=cold" "recompress max_pages=0" "recompress threshold=5000" \
 	"recompress bogus=1" "idle" "idle soon" "compact now"; do
-	if echo "$bad" >"$mnt/control" 2>/dev/null; then
+	if zs_ctl "$mnt" "$bad" 2>/dev/null; then
 		fail "control accepted '$bad'"
 	fi
 done

@@ -3,8 +3,8 @@
 # shellcheck source-path=SCRIPTDIR
 #
 # The real chain: zswapfs mount -> loop device -> swap, and a process in a
-# memory cgroup three times bigger than its limit, so most of its memory goes
-# through the daemon and comes back; memhog checks every byte.
+# memory cgroup (v1 or v2) three times bigger than its limit, so most of its
+# memory goes through the daemon and comes back; memhog checks every byte.
 #
 # ZS_SWAP_BACKEND=zram runs the same workload against kernel zram instead
 # (a check of the test itself: memhog, the cgroup set-up, the thresholds).
@@ -17,7 +17,7 @@ HOG_TIMEOUT=300
 backend=${ZS_SWAP_BACKEND:-zswapfs}
 
 require_root
-require_cgroup_v1_memory
+require_memory_cgroup
 require_memhog
 [ "$backend" = zram ] || require_fuse
 make_tmpdir
@@ -56,8 +56,7 @@ log "largest orig_data_size seen while running: $max"
 # At least 320 - 96 MiB must have been out on swap for most of the run.
 [ "${max:-0}" -ge $((128 << 20)) ] ||
 	fail "orig_data_size peaked at ${max:-0} bytes: the hog was hardly swapped out"
-failcnt=$(cat "$ZS_CG/memory.failcnt")
-log "cgroup memory.failcnt=$failcnt max_usage=$(cat "$ZS_CG/memory.max_usage_in_bytes")"
+log "cgroup: $(zs_cg_report)"
 
 if [ "$backend" = zram ]; then
 	log "zram mm_stat: $(cat /sys/block/zram0/mm_stat)"
@@ -66,9 +65,8 @@ fi
 
 zs_alive
 zs_check_transport "$ZS_MNT"
-grep -E '^(orig_data_size|compr_data_size|mem_used_total|mem_used_max|same_pages|huge_pages|failed_reads|failed_writes|notify_free|pages_stored|rss_bytes) ' \
-	"$ZS_MNT/stats" | tr '\n' ' ' >&2
-echo >&2
+log "$(zs_stats_line "$ZS_MNT" orig_data_size compr_data_size mem_used_total mem_used_max \
+	same_pages huge_pages failed_reads failed_writes notify_free pages_stored rss_bytes)"
 for key in failed_reads failed_writes; do
 	v=$(zs_stat "$ZS_MNT" "$key")
 	[ "$v" -eq 0 ] || fail "$key is $v after the swap workload"
@@ -91,10 +89,7 @@ log "after the hog exited: orig_data_size $v, swap used on $ZS_LOOP $used"
 [ $((v - used)) -le $((max / 10)) ] ||
 	fail "orig_data_size $v bytes but only $used bytes of swap in use, 10 s after the hog exited (discard not reaching the daemon?)"
 
-timeout 120 swapoff "$ZS_LOOP" || fail "swapoff $ZS_LOOP failed"
-drop_undo timeout 120 swapoff "$ZS_LOOP"
-losetup -d "$ZS_LOOP"
-drop_undo losetup -d "$ZS_LOOP"
+zs_swapoff
 zs_alive
 zs_umount
 exit 0
