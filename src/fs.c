@@ -196,7 +196,14 @@ static void fs_readdir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 struct stats_handle {
 	char *text;
 	size_t len;
+	struct stats_handle *prev, *next;	/* fs->stats_open */
 };
+
+static void stats_handle_free(struct stats_handle *sh)
+{
+	free(sh->text);
+	free(sh);
+}
 
 static void fs_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 {
@@ -223,6 +230,13 @@ static void fs_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 			fuse_reply_err(req, ENOMEM);
 			return;
 		}
+		pthread_mutex_lock(&fs->stats_lock);
+		sh->prev = NULL;
+		sh->next = fs->stats_open;
+		if (sh->next)
+			sh->next->prev = sh;
+		fs->stats_open = sh;
+		pthread_mutex_unlock(&fs->stats_lock);
 		fi->fh = (uintptr_t)sh;
 		fi->direct_io = 1;	/* the size is not known ahead */
 		break;
@@ -250,8 +264,15 @@ static void fs_release(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi
 	} else if (ino == INO_STATS) {
 		struct stats_handle *sh = (struct stats_handle *)(uintptr_t)fi->fh;
 
-		free(sh->text);
-		free(sh);
+		pthread_mutex_lock(&fs->stats_lock);
+		if (sh->prev)
+			sh->prev->next = sh->next;
+		else
+			fs->stats_open = sh->next;
+		if (sh->next)
+			sh->next->prev = sh->prev;
+		pthread_mutex_unlock(&fs->stats_lock);
+		stats_handle_free(sh);
 	}
 	fuse_reply_err(req, 0);
 }
@@ -535,14 +556,23 @@ int fs_init(struct fs *fs, struct store *st, unsigned int threads, unsigned int 
 	fs->threads = threads ? threads : 1;
 	fs->busy_poll_ns = (uint64_t)busy_poll_us * 1000u;
 	clock_gettime(CLOCK_REALTIME, &fs->mount_time);
+	pthread_mutex_init(&fs->stats_lock, NULL);
 	fs->stop_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
 	return fs->stop_fd < 0 ? -errno : 0;
 }
 
 void fs_fini(struct fs *fs)
 {
+	struct stats_handle *sh;
+
 	if (fs->stop_fd >= 0)
 		close(fs->stop_fd);
+	/* Snapshots whose RELEASE the unmount dropped. */
+	while ((sh = fs->stats_open)) {
+		fs->stats_open = sh->next;
+		stats_handle_free(sh);
+	}
+	pthread_mutex_destroy(&fs->stats_lock);
 }
 
 static void thread_fini(struct fs_thread *t)

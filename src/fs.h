@@ -17,6 +17,7 @@
 #define ZSWAPFS_FS_H
 
 #include <fuse_lowlevel.h>
+#include <pthread.h>
 #include <stdatomic.h>
 #include <stdbool.h>
 #include <stdint.h>
@@ -25,6 +26,7 @@
 
 struct store;
 struct policy;
+struct stats_handle;
 
 struct fs {
 	struct store *store;
@@ -36,6 +38,14 @@ struct fs {
 	_Atomic int swap_opens;		/* open handles on `swap` */
 	int stop_fd;			/* eventfd: readable once a stop is requested */
 	_Atomic int stop_requested;	/* a signal asked us to stop */
+	/*
+	 * Open stats snapshots.  The kernel drops the RELEASE of a file
+	 * closed just before an unmount (the connection is aborted with the
+	 * request still queued): fs_fini frees what is left here.  The lock
+	 * is a leaf: nothing is taken under it.
+	 */
+	pthread_mutex_t stats_lock;
+	struct stats_handle *stats_open;	/* protected by stats_lock */
 
 	bool uring_wanted;		/* FUSE over io_uring asked for (uring.h) */
 };

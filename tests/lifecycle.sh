@@ -26,6 +26,30 @@ zs_wait_exit 10 || fail "umount did not end the daemon"
 zs_ended
 log "umount: exit 0"
 
+# A stats file closed just before the unmount: its RELEASE never reaches
+# the daemon (held stopped here), as the unmount aborts the connection with
+# the request queued.  The daemon must still free that snapshot (a
+# sanitizer build fails on the leak) and exit 0.
+zs_mount size=16M
+sleep 60 <"$ZS_MNT/stats" &
+holder=$!
+push_undo kill "$holder"
+sleep 0.2
+kill -STOP "$ZS_PID"
+push_undo kill -CONT "$ZS_PID"
+kill "$holder"
+wait "$holder" 2>/dev/null || true
+drop_undo kill "$holder"
+# --no-canonicalize: no stat of the mount point, which the stopped daemon
+# could not answer
+zs_run 30 umount --no-canonicalize "$ZS_MNT" || fail "umount $ZS_MNT failed with the daemon stopped"
+kill -CONT "$ZS_PID"
+drop_undo kill -CONT "$ZS_PID"
+zs_wait_exit 10 || fail "the daemon did not end after the unmount"
+[ "$ZS_RC" = 0 ] || { cat "$ZS_LOG" >&2; fail "daemon exited $ZS_RC after an unmount that dropped a RELEASE"; }
+zs_ended
+log "stats file released only by the unmount: exit 0"
+
 # A loop device on the swap file: a stop must wait, and lose nothing.
 make_tmpdir
 zs_mount size=64M
