@@ -4,8 +4,8 @@
 #
 # zswapctl, the admin tool: status, stats (--json), swapon/swapoff, control
 # commands, top, and its refusals (not a mount, already swapped on, not root).
-# Its exit status counts wherever its output is read (pipefail, or captured
-# first).
+# Its figures are checked against the mount's stats file, and its exit
+# status counts wherever its output is read (pipefail, or captured first).
 set -eu
 . "$(dirname "$0")/lib.sh"
 
@@ -96,31 +96,36 @@ sys.exit(abs(r - exp) > 0.006)' "$r_ratio" "$r_data" "$r_total" ||
 out=$(ctl status -n "$mnt") || fail "status -n failed"
 awk '{ exit !($2 == "64M") }' <<<"$out" || fail "DISKSIZE is not 64M: $out"
 
+# stats and stats --json say what the stats file says (nothing runs in the
+# background on this mount: the figures hold still between the reads)
 ctl stats "$mnt" >"$ZS_TMP/stats.txt" || fail "stats failed"
 ctl stats "$mnt" --json >"$ZS_TMP/stats.json" || fail "stats --json failed"
-"$PYTHON" - "$ZS_TMP/stats.json" "$ZS_TMP/stats.txt" "$mnt/stats" <<'EOF' || fail "stats --json"
+zs_run 10 cat "$mnt/stats" >"$ZS_TMP/stats.file" || fail "reading $mnt/stats failed"
+"$PYTHON" - "$ZS_TMP/stats.json" "$ZS_TMP/stats.txt" "$ZS_TMP/stats.file" <<'EOF' || fail "stats --json"
 import json, sys
 d = json.loads(open(sys.argv[1]).read())
 txt = [l.split(" ", 1) for l in open(sys.argv[2]).read().splitlines()]
-fresh = [l.split(" ", 1)[0] for l in open(sys.argv[3]).read().splitlines()]
+fresh = [l.split(" ", 1) for l in open(sys.argv[3]).read().splitlines()]
 assert isinstance(d, dict), "not an object"
-assert list(d) == [k for k, _ in txt], "keys differ from zswapctl stats"
-assert list(d) == fresh, "keys differ from the stats file"
+assert [k for k, _ in txt] == [k for k, _ in fresh], "zswapctl stats: keys differ from the file"
+assert list(d) == [k for k, _ in fresh], "--json: keys differ from the stats file"
 assert d["algorithm"] == "lz4", d["algorithm"]
 assert d["writeback_status"] == "none", d["writeback_status"]
 assert d["writeback_budget_left"] == "unlimited", d["writeback_budget_left"]
 assert d["fuse_transport"] in ("dev_fuse", "io_uring"), d["fuse_transport"]
-for k, v in txt:
-    if k in ("algorithm", "writeback_status", "writeback_budget_left", "fuse_transport"):
-        assert isinstance(d[k], str) and d[k] == v, k
-        continue
+words = ("algorithm", "writeback_status", "writeback_budget_left", "fuse_transport")
+for (k, v), (_, t) in zip(fresh, txt):
     # the daemon's own memory moves between two reads, and over io_uring
     # the reads of the stats file are ring requests themselves
     if k in ("rss_bytes", "uring_reqs"):
         assert isinstance(d[k], int) and (d[k] > 0 or k == "uring_reqs"), k
         continue
+    assert t == v, "zswapctl stats: %s is %r, the file says %r" % (k, t, v)
+    if k in words:
+        assert isinstance(d[k], str) and d[k] == v, k
+        continue
     assert isinstance(d[k], int), "%s is not a number" % k
-    assert d[k] == int(v), "%s: %r vs %r" % (k, d[k], v)
+    assert d[k] == int(v), "--json: %s is %r, the file says %r" % (k, d[k], v)
 assert d["orig_data_size"] > 0
 EOF
 
