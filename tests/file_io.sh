@@ -5,7 +5,10 @@
 # The swap file as a file: reads of never-written data, 512-byte aligned and
 # unaligned writes against a reference copy, large requests, the end of the
 # file, the stats and control files, same-filled and incompressible pages,
-# mem_limit, and every algorithm.
+# mem_limit, and every algorithm.  The request figures of the stats (counts,
+# bytes, errors, latency) and the arena's (frag_bytes, arena_mapped_bytes)
+# are checked against the requests the test made; control writes that are
+# too long, hold several lines or a NUL byte are refused and change nothing.
 set -eu
 . "$(dirname "$0")/lib.sh"
 
@@ -280,6 +283,124 @@ for key in failed_reads failed_writes; do
 	v=$(stat_int "$key")
 	[ "$v" -eq 0 ] || fail "$key is $v"
 done
+zs_alive
+zs_umount
+
+# ---- the request and arena figures ------------------------------------------------
+# A fresh mount with no background work: every figure comes from the
+# requests below.  An O_DIRECT dd of 4 KiB blocks makes one FUSE request a
+# block, one after the other: their latencies add up to less than the dd's
+# wall time.
+zs_mount size=16M,compact.threshold=0,recompress.enabled=false
+swap=$ZS_MNT/swap
+CHUNK=$((2 * MIB))	# the arena maps memory in chunks of 2 MiB (arena.c)
+
+# expect_io KIND REQS BYTES ERRORS WALL_NS: the KIND_* figures.
+expect_io() {
+	local k=$1 reqs avg max
+	reqs=$(stat_int "${k}_reqs")
+	avg=$(stat_int "${k}_latency_avg_ns")
+	max=$(stat_int "${k}_latency_max_ns")
+	[ "$reqs" -eq "$2" ] || fail "${k}_reqs is $reqs, the test made $2 requests"
+	[ "$(stat_int "${k}_bytes")" -eq "$3" ] ||
+		fail "${k}_bytes is $(stat_int "${k}_bytes"), the test moved $3 bytes"
+	[ "$(stat_int "${k}_errors")" -eq "$4" ] ||
+		fail "${k}_errors is $(stat_int "${k}_errors"), expected $4"
+	if [ "$reqs" -eq 0 ]; then
+		[ "$avg" -eq 0 ] && [ "$max" -eq 0 ] || fail "$k latency $avg/$max without a request"
+		return 0
+	fi
+	if [ "$avg" -le 0 ] || [ "$avg" -gt "$max" ] || [ $((avg * reqs)) -gt "$5" ]; then
+		fail "${k}_latency_avg_ns $avg, max $max: not within the $5 ns the requests took"
+	fi
+}
+
+# timed CMD...: zs_run CMD; WALL its wall time in ns, summed over calls.
+WALL=0
+timed() {
+	local t0 rc=0
+	t0=$(date +%s%N)
+	zs_run 30 "$@" || rc=$?
+	WALL=$((WALL + $(date +%s%N) - t0))
+	return "$rc"
+}
+
+for k in read write discard; do expect_io "$k" 0 0 0 0; done
+for key in mem_used_total frag_bytes arena_mapped_bytes; do
+	[ "$(stat_int "$key")" -eq 0 ] || fail "fresh mount: $key is $(stat_int "$key")"
+done
+
+gen_data "$ZS_TMP/t64" 64 text 8
+timed dd if="$ZS_TMP/t64" of="$swap" bs=4k count=64 oflag=direct conv=notrunc status=none ||
+	fail "writing 64 pages failed"
+expect_io write 64 $((64 * 4096)) 0 "$WALL"
+w_wall=$WALL WALL=0
+timed dd if="$swap" of="$ZS_TMP/t64.back" bs=4k count=64 iflag=direct status=none ||
+	fail "reading 64 pages failed"
+cmp "$ZS_TMP/t64" "$ZS_TMP/t64.back" || fail "64 pages do not read back"
+expect_io read 64 $((64 * 4096)) 0 "$WALL"
+# a write at the end of the file: refused by the daemon, an error, no bytes
+WALL=$w_wall
+if timed dd if="$ZS_TMP/t64" of="$swap" bs=4k seek=4096 count=1 oflag=direct conv=notrunc \
+	status=none 2>/dev/null; then
+	fail "a write at the end of the file succeeded"
+fi
+expect_io write 65 $((64 * 4096)) 1 "$WALL"
+WALL=0
+timed fallocate --punch-hole --keep-size --offset 0 --length $((8 * 4096)) "$swap" ||
+	fail "punching 8 pages failed"
+expect_io discard 1 $((8 * 4096)) 0 "$WALL"
+
+# The arena: 56 objects in their size classes; the places of those classes
+# that hold none are frag_bytes; the pages in use sit in mapped chunks.
+read -r objs frag used mapped < <(zs_run 10 awk '
+	$1 ~ /^class_[0-9]+_objs$/ { split($1, w, "_"); objs += $2; size[w[2]] = 1; o[w[2]] = $2 }
+	$1 ~ /^class_[0-9]+_capacity$/ { split($1, w, "_"); c[w[2]] = $2 }
+	$1 == "frag_bytes" { fb = $2 } $1 == "mem_used_total" { u = $2 }
+	$1 == "arena_mapped_bytes" { m = $2 }
+	END { for (s in size) free += (c[s] - o[s]) * s
+		if (free != fb) { print "frag_bytes", fb, "but", free, "free in the classes"; exit 1 }
+		print objs + 0, fb + 0, u + 0, m + 0 }' "$ZS_MNT/stats") ||
+	fail "the class figures do not add up to frag_bytes"
+[ "$objs" -eq 56 ] || fail "the classes hold $objs objects, 56 pages are stored"
+[ "$used" -gt 0 ] && [ "$frag" -lt "$used" ] || fail "frag_bytes $frag, mem_used_total $used"
+if [ $((mapped % CHUNK)) -ne 0 ] || [ "$mapped" -lt "$used" ] ||
+	[ "$mapped" -gt $((used + CHUNK)) ]; then
+	fail "arena_mapped_bytes $mapped for mem_used_total $used"
+fi
+timed fallocate --punch-hole --keep-size --offset 0 --length $((16 * MIB)) "$swap" ||
+	fail "punching everything failed"
+for key in mem_used_total frag_bytes pages_stored; do
+	[ "$(stat_int "$key")" -eq 0 ] || fail "everything discarded: $key is $(stat_int "$key")"
+done
+# at most one empty chunk stays mapped, for the next write
+[ "$(stat_int arena_mapped_bytes)" -le "$CHUNK" ] ||
+	fail "everything discarded: arena_mapped_bytes is $(stat_int arena_mapped_bytes)"
+
+# ---- control writes that are not one command ------------------------------------
+# One write is one command of one line, at most 256 bytes with its newline:
+# two lines, a NUL byte, or more bytes are refused whole (EINVAL), even when
+# they start with a good command, and change nothing (no compaction, no
+# recompression pass queued, not one figure).
+pad() { printf '%*s' "$1" ''; }
+stats_now() { zs_run 10 grep -v '^rss_bytes ' "$ZS_MNT/stats"; }
+stats_now >"$ZS_TMP/stats.before"
+mapfile -t got < <(zs_ctl_raw "$ZS_MNT" 'compact\ncompact\n' 'compact\n\n' \
+	'recompress\ncompact\n' 'compact\0\n' 'compact\0' '\0compact\n' 'compact\n\0' \
+	"compact$(pad 249)\\n" "recompress$(pad 4000)\\n")
+[ "${#got[@]}" -eq 9 ] || fail "zs_ctl_raw answered ${#got[@]} writes of 9"
+for ((i = 0; i < 9; i++)); do
+	[ "${got[i]}" = EINVAL ] || fail "control write $((i + 1)) of 9 got ${got[i]}, not EINVAL"
+done
+sleep 0.5	# a command the daemon took would have run by now
+stats_now >"$ZS_TMP/stats.after"
+diff "$ZS_TMP/stats.before" "$ZS_TMP/stats.after" >&2 ||
+	fail "refused control writes changed the stats"
+# the longest line taken: 256 bytes with the newline
+c0=$(stat_int compactions)
+[ "$(zs_ctl_raw "$ZS_MNT" "compact$(pad 248)\\n")" = ok ] ||
+	fail "a 256-byte command line was refused"
+zs_stat_wait "$ZS_MNT" compactions $((c0 + 1)) 10
 zs_alive
 zs_umount
 

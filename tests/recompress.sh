@@ -6,9 +6,12 @@
 # recompress to zstd through the control file, and check that every byte
 # reads back and that mem_used_total falls by at least what zstd gains over
 # lz4 on those pages (measured on a second, zstd mount), less arena overhead.
+# A second request while a pass is pending or running is refused (EBUSY).
 # Then a recompress pass runs while fio writes and verifies another part of
 # the file (the test checks that the pass began after fio's writes and ended
-# before fio did); bad commands are refused and change nothing.
+# before fio did); bad commands are refused and change nothing; and
+# `recompress type=huge` and `type=huge_idle` take only raw pages, and of
+# those only the idle ones.
 set -eu
 . "$(dirname "$0")/lib.sh"
 require_fuse
@@ -55,9 +58,17 @@ used_before=$(zs_stat "$mnt" mem_used_total)
 passes=$(zs_stat "$mnt" recompress_passes)
 
 zs_ctl "$mnt" idle all || fail "'idle all' was refused"
-zs_ctl "$mnt" recompress type=idle threshold=16 || fail "'recompress type=idle' was refused"
+# Two requests microseconds apart: the second finds the first pending or
+# running (a pass over 48 MiB takes a second or more) and is refused.
+mapfile -t answers < <(zs_ctl_raw "$mnt" "recompress type=idle threshold=16\n" \
+	"recompress threshold=16\n")
+[ "${answers[0]-}" = ok ] || fail "the first recompress request got ${answers[0]-nothing}"
+[ "${answers[1]-}" = EBUSY ] ||
+	fail "a second request during a pass got ${answers[1]-nothing}, not EBUSY"
 zs_stat_wait "$mnt" recompress_passes $((passes + 1)) 300
 zs_stat_wait "$mnt" recompress_pending 0 300
+[ "$(zs_stat "$mnt" recompress_passes)" -eq $((passes + 1)) ] ||
+	fail "the refused request ran a pass too"
 compactions=$(zs_stat "$mnt" compactions)
 zs_ctl "$mnt" compact || fail "'compact' was refused"
 zs_stat_wait "$mnt" compactions $((compactions + 1)) 300
@@ -132,6 +143,57 @@ diff "$ZS_TMP/stats.before" "$ZS_TMP/stats.after" >&2 ||
 	fail "refused commands changed the stats"
 zs_run 60 cmp -n "$bytes" <(read_back "$mnt" "$bytes") "$corpus" ||
 	fail "corpus differs after refused commands"
+zs_umount
+
+# ---- type=huge and type=huge_idle ---------------------------------------------
+# H1 and H2 are hex digits (lz4 stores them raw, zstd halves them), T text.
+# H1 and T are marked idle, H2 is written a second later: huge_idle takes
+# H1 only, huge then H2, and T (not raw) stays lz4 throughout.
+log "recompress type=huge_idle and type=huge"
+gen_data "$ZS_TMP/h1" 256 hex 61
+gen_data "$ZS_TMP/t" 256 text 62
+gen_data "$ZS_TMP/h2" 256 hex 63
+cat "$ZS_TMP/h1" "$ZS_TMP/t" "$ZS_TMP/h2" >"$ZS_TMP/all"
+zs_mount size=16M,algorithm=lz4,recompress.enabled=false,compact.threshold=0
+mnt=$ZS_MNT
+zs_run 30 dd if="$ZS_TMP/h1" of="$mnt/swap" bs=1M oflag=direct conv=notrunc status=none ||
+	fail "writing H1 failed"
+zs_run 30 dd if="$ZS_TMP/t" of="$mnt/swap" bs=1M seek=1 oflag=direct conv=notrunc status=none ||
+	fail "writing T failed"
+[ "$(zs_stat "$mnt" huge_pages)" -eq 256 ] ||
+	fail "lz4 stored $(zs_stat "$mnt" huge_pages) of 256 hex pages raw"
+zs_ctl "$mnt" idle all || fail "'idle all' was refused"
+# `idle all` takes the current second too: H2 comes in the next one
+sleep 1.1
+zs_run 30 dd if="$ZS_TMP/h2" of="$mnt/swap" bs=1M seek=2 oflag=direct conv=notrunc status=none ||
+	fail "writing H2 failed"
+
+# recompress_now WORD...: a recompress request, and wait for its pass.
+recompress_now() {
+	local p
+	p=$(zs_stat "$mnt" recompress_passes)
+	zs_ctl "$mnt" recompress "$@" || fail "'recompress $*' was refused"
+	zs_stat_wait "$mnt" recompress_passes $((p + 1)) 60
+	zs_stat_wait "$mnt" recompress_pending 0 60
+}
+# expect_counts WHAT HUGE ZSTD: HUGE pages still raw (counted with lz4, the
+# mount's codec, beside T's 256), ZSTD recompressed.
+expect_counts() {
+	local what=$1 huge=$2 zstd=$3
+	if [ "$(zs_stat "$mnt" huge_pages)" -ne "$huge" ] ||
+		[ "$(zs_stat "$mnt" recompressed)" -ne "$zstd" ] ||
+		[ "$(zs_stat "$mnt" pages_zstd)" -ne "$zstd" ] ||
+		[ "$(zs_stat "$mnt" pages_lz4)" -ne $((256 + huge)) ]; then
+		fail "$what: $(zs_stats_line "$mnt" huge_pages recompressed pages_zstd pages_lz4)," \
+			"expected $huge raw, $zstd zstd, $((256 + huge)) lz4"
+	fi
+}
+recompress_now type=huge_idle threshold=16
+expect_counts "type=huge_idle" 256 256
+recompress_now type=huge threshold=16
+expect_counts "type=huge" 0 512
+zs_run 30 cmp "$ZS_TMP/all" <(read_back "$mnt" $((3 * MIB))) ||
+	fail "data differs after type=huge_idle and type=huge"
 zs_umount
 log "recompression: OK"
 exit 0

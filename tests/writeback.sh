@@ -10,6 +10,8 @@
 #    overwrite frees backing space, and bad commands get EINVAL, as does
 #    `writeback` on a mount without a backing file.
 # 1b. The idle timer writes back pages untouched for writeback.idle_age.
+# 1c. `idle SECONDS` marks only pages untouched for that long, and
+#    `writeback huge_idle` takes only the raw ones among them.
 # 2. The real chain: a 64 MiB mem_limit, swap on the mount, and a process in
 #    a memory cgroup whose compressed working set is several times mem_limit,
 #    so that most of it can only live on the backing file.  It verifies and
@@ -180,6 +182,62 @@ zs_stat_wait "$ZS_MNT" bd_count "$want" 30
 zs_run 30 dd if="$ZS_MNT/swap" of="$ZS_TMP/back8" bs=1M count=8 iflag=direct status=none ||
 	fail "reading 8 MiB failed"
 cmp "$ZS_TMP/data8" "$ZS_TMP/back8" || fail "pages written back by the idle timer read back wrong"
+zs_umount
+
+# `idle SECONDS` marks the pages untouched for that long: A, written 3 s
+# before the mark, is idle; C, written just before it, is not; B, written
+# after it, is not either.  (Access times count whole seconds: C could be
+# idle only if more than a second passed between its write and the mark,
+# which the test measures.)  Each group holds raw (huge) pages:
+# `writeback huge_idle` takes A's raw pages, `writeback idle` then the rest
+# of A, and B and C stay in RAM.
+log "part 1c: idle SECONDS, writeback huge_idle"
+zs_mount "size=64M,writeback.backing_file=$ZS_TMP/backing4"
+mnt=$ZS_MNT
+# group_write OFFSET_MIB SEED: 4 MiB of memhog's pages (a sixth are random)
+group_write() {
+	"$MEMHOG" --size 4 --seed "$2" --dump "$ZS_TMP/group$2"
+	zs_run 30 dd if="$ZS_TMP/group$2" of="$mnt/swap" bs=1M seek="$1" oflag=direct \
+		conv=notrunc status=none || fail "writing group $2 failed"
+}
+group_write 0 41
+huge_a=$(zs_stat "$mnt" huge_pages)
+keep_a=$(( $(zs_stat "$mnt" pages_stored) - $(zs_stat "$mnt" same_pages) ))
+[ "$huge_a" -gt 0 ] || fail "group A holds no raw page"
+sleep 3
+"$MEMHOG" --size 4 --seed 43 --dump "$ZS_TMP/group43"
+t0=$(date +%s%N)
+zs_run 30 dd if="$ZS_TMP/group43" of="$mnt/swap" bs=1M seek=16 oflag=direct conv=notrunc \
+	status=none || fail "writing group C failed"
+zs_ctl "$mnt" idle 2 || fail "'idle 2' was refused"
+t1=$(date +%s%N)
+group_write 8 42
+huge_all=$(zs_stat "$mnt" huge_pages)
+[ "$huge_all" -gt "$huge_a" ] || fail "groups B and C hold no raw page"
+writeback_now "$mnt" huge_idle
+bd=$(zs_stat "$mnt" bd_count)
+if [ $((t1 - t0)) -lt 900000000 ]; then
+	[ "$bd" -eq "$huge_a" ] ||
+		fail "writeback huge_idle after 'idle 2': bd_count $bd, A's raw pages $huge_a"
+else
+	log "C was written $(((t1 - t0) / 1000000)) ms before the mark: it may be idle too"
+	[ "$bd" -ge "$huge_a" ] && [ "$bd" -lt "$huge_all" ] ||
+		fail "writeback huge_idle: bd_count $bd, A's raw pages $huge_a, all $huge_all"
+fi
+writeback_now "$mnt" idle
+bd=$(zs_stat "$mnt" bd_count)
+if [ $((t1 - t0)) -lt 900000000 ]; then
+	[ "$bd" -eq "$keep_a" ] || fail "writeback idle after 'idle 2': bd_count $bd, A's pages $keep_a"
+fi
+[ "$(zs_stat "$mnt" huge_pages)" -eq $((huge_all - huge_a)) ] ||
+	fail "huge_pages $(zs_stat "$mnt" huge_pages): B's and C's raw pages did not stay"
+cat "$ZS_TMP/group41" >"$ZS_TMP/groups"
+truncate -s $((8 * MIB)) "$ZS_TMP/groups"
+cat "$ZS_TMP/group42" >>"$ZS_TMP/groups"
+truncate -s $((16 * MIB)) "$ZS_TMP/groups"
+cat "$ZS_TMP/group43" >>"$ZS_TMP/groups"
+zs_run 30 cmp "$ZS_TMP/groups" <(dd if="$mnt/swap" bs=1M count=20 iflag=direct status=none) ||
+	fail "groups A, B and C do not read back"
 zs_umount
 
 # ---- 2. swap with a working set far above mem_limit ----------------------------------
