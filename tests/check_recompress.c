@@ -10,6 +10,7 @@
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "recompress.h"
@@ -317,7 +318,7 @@ static void *conc_recompress(void *arg)
  * and ones that found it rewritten meanwhile (the race under test).
  */
 #define ABA_MIN_WRITES	200000
-#define ABA_MAX_WRITES	5000000
+#define ABA_MAX_SECONDS	30	/* writes take ~2 s here; the test's timeout is 120 */
 #define ABA_SEEN	100	/* of each outcome */
 
 struct aba {
@@ -354,14 +355,21 @@ START_TEST(test_rewrite_during_recompress)
 	struct aba a = { .st = make_store(4) };
 	struct store_worker *w = make_worker(a.st);
 	unsigned char page[PG], got[PG];
+	struct timespec t0, t;
 	pthread_t tid;
 	uint64_t i, wrong = 0;
 
+	clock_gettime(CLOCK_MONOTONIC, &t0);
 	pthread_create(&tid, NULL, aba_recompress, &a);
-	for (i = 0; i < ABA_MAX_WRITES; i++) {
+	for (i = 0; !wrong; i++) {
 		if (i >= ABA_MIN_WRITES && atomic_load(&a.done) >= ABA_SEEN &&
 		    atomic_load(&a.raced) >= ABA_SEEN)
 			break;
+		if (i % 4096 == 0) {
+			clock_gettime(CLOCK_MONOTONIC, &t);
+			if (t.tv_sec - t0.tv_sec >= ABA_MAX_SECONDS)
+				break;
+		}
 		fill_page(page, 1200, i);
 		ck_assert_int_eq(store_write(a.st, w, 0, page, PG), 0);
 		ck_assert_int_eq(store_read(a.st, w, 0, got, PG), PG);
