@@ -405,9 +405,9 @@ zs_run() {
 	wd=$!
 	timeout -k 5 $((secs + 10)) "$@" || rc=$?
 	_zs_watchdog_end "$wd"
-	if [ "$_zs_fired" = 1 ] || [ "$rc" -eq 124 ]; then
-		_zs_hang "'$*' did not end within $secs s"
-	fi
+	# (a watchdog that fired has aborted the connections already)
+	[ "$_zs_fired" = 0 ] || fail "hang: '$*' did not end within $secs s"
+	[ "$rc" -ne 124 ] || _zs_hang "'$*' did not end within $secs s"
 	return "$rc"
 }
 
@@ -682,7 +682,7 @@ zs_memhog_wait() {
 	drop_undo _zs_watchdog_end "$_zs_hog_wd"
 	_zs_watchdog_end "$_zs_hog_wd"
 	cat "$ZS_TMP/memhog.out" >&2
-	[ "$_zs_fired" = 0 ] || _zs_hang "memhog did not finish within $_zs_hog_limit s (swap I/O hung?)"
+	[ "$_zs_fired" = 0 ] || fail "hang: memhog did not finish within $_zs_hog_limit s (swap I/O hung?)"
 }
 
 # zs_memhog_passed TIMEOUT: fail unless the last zs_memhog ended well.
