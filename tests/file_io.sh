@@ -241,7 +241,6 @@ fi
 # fresh pages (56 MiB on was never written): 64 same-filled, 64 random, 64 text
 same0=$(stat_int same_pages)
 huge0=$(stat_int huge_pages)
-orig0=$(stat_int orig_data_size)
 stored0=$(stat_int pages_stored)
 compr0=$(stat_int compr_data_size)
 gen_data "$ZS_TMP/same" 64 same 4

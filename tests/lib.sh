@@ -376,7 +376,7 @@ _zs_watchdog() {
 	local tenths=$(($1 * 10)) i m p
 	shift
 	for ((i = 0; i < tenths; i++)); do
-		sleep 0.1 </dev/null >/dev/null 2>&1 || true
+		sleep 0.1 >/dev/null 2>&1 || true
 	done
 	for m in "${_zs_mounts[@]}"; do zs_fuse_abort "$m"; done
 	for p; do kill -KILL "$p" 2>/dev/null || true; done
@@ -508,8 +508,8 @@ _zs_has_word() {
 #       delegated to us (systemd's Delegate=, a container set up for
 #       nesting).
 zs_memcg_find() {
-	local dev mnt type opts rest v2= own d
-	ZS_CG_VERSION= ZS_CG_PARENT= ZS_CG_WHY=
+	local dev mnt type opts rest v2='' own d
+	ZS_CG_VERSION='' ZS_CG_PARENT='' ZS_CG_WHY=''
 	while read -r dev mnt type opts rest; do
 		case $type in
 		cgroup)

@@ -31,6 +31,7 @@ log "umount: exit 0"
 # the request queued.  The daemon must still free that snapshot (a
 # sanitizer build fails on the leak) and exit 0.
 zs_mount size=16M
+# shellcheck disable=SC2217 # sleep only holds the file open
 sleep 60 <"$ZS_MNT/stats" &
 holder=$!
 push_undo kill "$holder"
