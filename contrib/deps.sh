@@ -8,5 +8,5 @@ apt-get install -y --no-install-recommends \
 	build-essential autoconf automake libtool pkg-config \
 	libfuse3-dev fuse3 liblz4-dev libzstd-dev liblzo2-dev libconfig-dev liburing-dev libcap-ng-dev check \
 	libssl-dev \
-	fio util-linux mount procps kmod python3 groff-base man-db e2fsprogs strace \
+	fio util-linux mount procps kmod python3 groff-base man-db e2fsprogs strace systemd \
 	clang libclang-rt-14-dev

@@ -245,6 +245,7 @@ static struct fs_stats_slot *stats_slot_get(struct fs *fs, bool owner)
 	return NULL;
 }
 
+
 static void fs_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 {
 	struct fs *fs = req_fs(req);

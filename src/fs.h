@@ -17,6 +17,7 @@
 #define ZSWAPFS_FS_H
 
 #include <fuse_lowlevel.h>
+#include <pthread.h>
 #include <stdatomic.h>
 #include <stdbool.h>
 #include <stdint.h>

@@ -10,6 +10,7 @@
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "recompress.h"
@@ -312,12 +313,19 @@ static void *conc_recompress(void *arg)
  * while another thread recompresses it over and over.  A rewrite frees the
  * old object and the arena hands its handle to the new one at once: a
  * recompression that only compared handles would then put the old data
- * back.  Every read must see the last write.
+ * back.  Every read must see the last write.  The writes go on until both
+ * outcomes have been seen many times: recompressions that replaced the page
+ * and ones that found it rewritten meanwhile (the race under test).
  */
+#define ABA_MIN_WRITES	200000
+#define ABA_MAX_SECONDS	30	/* writes take ~2 s here; the test's timeout is 120 */
+#define ABA_SEEN	100	/* of each outcome */
+
 struct aba {
 	struct store *st;
 	_Atomic bool stop;
 	uint64_t attempts;
+	_Atomic uint64_t done, raced;
 };
 
 static void *aba_recompress(void *arg)
@@ -326,7 +334,16 @@ static void *aba_recompress(void *arg)
 	struct store_worker *w = make_worker(a->st);
 
 	while (!atomic_load(&a->stop)) {
-		store_recompress(a->st, w, 0, UINT32_MAX, 16, false);
+		switch (store_recompress(a->st, w, 0, UINT32_MAX, 16, false)) {
+		case STORE_RECOMP_DONE:
+			atomic_fetch_add(&a->done, 1);
+			break;
+		case STORE_RECOMP_RACED:
+			atomic_fetch_add(&a->raced, 1);
+			break;
+		default:
+			break;
+		}
 		a->attempts++;
 	}
 	free_worker(w);
@@ -338,11 +355,21 @@ START_TEST(test_rewrite_during_recompress)
 	struct aba a = { .st = make_store(4) };
 	struct store_worker *w = make_worker(a.st);
 	unsigned char page[PG], got[PG];
+	struct timespec t0, t;
 	pthread_t tid;
 	uint64_t i, wrong = 0;
 
+	clock_gettime(CLOCK_MONOTONIC, &t0);
 	pthread_create(&tid, NULL, aba_recompress, &a);
-	for (i = 0; i < 200000; i++) {
+	for (i = 0; !wrong; i++) {
+		if (i >= ABA_MIN_WRITES && atomic_load(&a.done) >= ABA_SEEN &&
+		    atomic_load(&a.raced) >= ABA_SEEN)
+			break;
+		if (i % 4096 == 0) {
+			clock_gettime(CLOCK_MONOTONIC, &t);
+			if (t.tv_sec - t0.tv_sec >= ABA_MAX_SECONDS)
+				break;
+		}
 		fill_page(page, 1200, i);
 		ck_assert_int_eq(store_write(a.st, w, 0, page, PG), 0);
 		ck_assert_int_eq(store_read(a.st, w, 0, got, PG), PG);
@@ -353,6 +380,11 @@ START_TEST(test_rewrite_during_recompress)
 	ck_assert_msg(wrong == 0, "%llu of %llu reads returned older data (%llu attempts)",
 		      (unsigned long long)wrong, (unsigned long long)i,
 		      (unsigned long long)a.attempts);
+	ck_assert_msg(atomic_load(&a.done) >= ABA_SEEN && atomic_load(&a.raced) >= ABA_SEEN,
+		      "in %llu writes, %llu recompressions replaced the page and %llu found it "
+		      "rewritten: the race was not shown to happen",
+		      (unsigned long long)i, (unsigned long long)atomic_load(&a.done),
+		      (unsigned long long)atomic_load(&a.raced));
 	free_worker(w);
 	store_destroy(a.st);
 }

@@ -255,11 +255,15 @@ struct conc {
 	unsigned int id;
 	_Atomic int *stop;
 	int failures;
+	uint64_t foreign;	/* shared pages read as another thread wrote them */
+	uint64_t compacted;	/* the compactor: pages given back */
+	uint64_t rounds;	/* the compactor: store_compact calls */
 };
 
 /* Each thread owns a range of pages and knows what must be there; all of
  * them also write whole-page patterns to a shared range, where a read must
- * always see one whole pattern, never a mix. */
+ * always see one whole pattern, never a mix.  Every call must succeed: a
+ * failed read would leave an older, valid pattern in the buffer. */
 static void *conc_worker(void *arg)
 {
 	struct conc *c = arg;
@@ -280,7 +284,8 @@ static void *conc_worker(void *arg)
 				c->failures++;
 		} else if (kind < 5) {
 			memset(ref + idx * PG, 0, PG);
-			store_discard(c->st, w, (base + idx) * PG, PG);
+			if (store_discard(c->st, w, (base + idx) * PG, PG))
+				c->failures++;
 		} else if (kind < 8) {
 			if (store_read(c->st, w, (base + idx) * PG, page, PG) != PG ||
 			    memcmp(page, ref + idx * PG, PG))
@@ -289,15 +294,25 @@ static void *conc_worker(void *arg)
 			memset(page, (int)(c->id + 1), PG);
 			page[PG - 1] = (unsigned char)(c->id + 1);
 			fill_text(page, PG / 2, c->id);
-			store_write(c->st, w, (idx % SHARED_PAGES) * PG, page, PG);
+			if (store_write(c->st, w, (idx % SHARED_PAGES) * PG, page, PG))
+				c->failures++;
 		} else {
 			unsigned char expect[PG];
 			unsigned int owner;
 
-			store_read(c->st, w, (idx % SHARED_PAGES) * PG, page, PG);
+			memset(page, 0xa5, PG);		/* no owner: a read must fill it */
+			if (store_read(c->st, w, (idx % SHARED_PAGES) * PG, page, PG) != PG) {
+				c->failures++;
+				continue;
+			}
 			owner = page[PG - 1];
 			if (owner == 0)
 				continue;
+			if (owner > CONC_THREADS) {
+				c->failures++;
+				continue;
+			}
+			c->foreign += owner != c->id + 1;
 			memset(expect, (int)owner, PG);
 			fill_text(expect, PG / 2, owner - 1);
 			if (memcmp(page, expect, PG))
@@ -313,8 +328,10 @@ static void *compactor(void *arg)
 {
 	struct conc *c = arg;
 
-	while (!atomic_load(c->stop))
-		store_compact(c->st);
+	while (!atomic_load(c->stop)) {
+		c->compacted += store_compact(c->st);
+		c->rounds++;
+	}
 	return NULL;
 }
 
@@ -324,6 +341,7 @@ START_TEST(test_concurrent_io_with_compaction)
 	struct conc c[CONC_THREADS + 1];
 	pthread_t tid[CONC_THREADS + 1];
 	_Atomic int stop = 0;
+	uint64_t foreign = 0;
 	unsigned int i;
 
 	for (i = 0; i <= CONC_THREADS; i++) {
@@ -334,8 +352,18 @@ START_TEST(test_concurrent_io_with_compaction)
 		pthread_join(tid[i], NULL);
 	atomic_store(&stop, 1);
 	pthread_join(tid[CONC_THREADS], NULL);
-	for (i = 0; i < CONC_THREADS; i++)
+	for (i = 0; i < CONC_THREADS; i++) {
 		ck_assert_int_eq(c[i].failures, 0);
+		foreign += c[i].foreign;
+	}
+	/* The races the test is for did happen: threads read each other's
+	 * writes to the shared pages, and compaction moved objects (it gives
+	 * pages back only by emptying spans: freed spans go at once) while
+	 * the requests ran. */
+	ck_assert_msg(foreign > 0, "no thread read another's shared page");
+	ck_assert_msg(c[CONC_THREADS].compacted > 0,
+		      "compaction gave no page back in %llu rounds during the requests",
+		      (unsigned long long)c[CONC_THREADS].rounds);
 	store_destroy(st);
 }
 END_TEST

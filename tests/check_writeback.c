@@ -1603,6 +1603,16 @@ START_TEST(test_concurrent)
 			(unsigned long long)bs.holes_punched, writeback_status_name(ws.status));
 	ck_assert_uint_gt(c->wb_pages, 0);
 	ck_assert_uint_gt(c->passes, 10);
+	/* The interleavings the test is for did happen: pages changed while
+	 * staged (raced), segments compacted under the requests (moves, holes),
+	 * and recompression replaced pages meanwhile. */
+	ck_assert_msg(c->wb_raced > 0 && c->compacted > 0 && ws.compaction_moves > 0 &&
+		      bs.holes_punched > 0 && c->recompressed > 0,
+		      "raced %llu, segments compacted %llu, moves %llu, holes %llu, "
+		      "recompressed %llu: an interleaving never happened",
+		      (unsigned long long)c->wb_raced, (unsigned long long)c->compacted,
+		      (unsigned long long)ws.compaction_moves,
+		      (unsigned long long)bs.holes_punched, (unsigned long long)c->recompressed);
 
 	/* Quiet now: everything must add up and read back right. */
 	verify_all(&e);

@@ -16,29 +16,35 @@ for page in "${pages[@]}"; do
 	[ -z "$out" ] || fail "groff warns on $page: $out"
 done
 
-# The settings block of --help: "    name    help (default: ...)".
-mapfile -t keys < <("$ZSWAPFS" --help | awk '/^Settings/ { on = 1; next }
-	on && /^    [a-z]/ { print $1 } on && /^$/ { exit }')
+# The settings block of --help: "    name    help (default: ...)".  (Its
+# output is taken whole first: a daemon that crashes after printing it fails.)
+help=$("$ZSWAPFS" --help) || fail "zswapfs --help failed"
+mapfile -t keys < <(awk '/^Settings/ { on = 1; next }
+	on && /^    [a-z]/ { print $1 } on && /^$/ { exit }' <<<"$help")
 [ "${#keys[@]}" -ge 4 ] || fail "could not read the settings from --help"
 # unescaped man source: the dots and dashes of keys are escaped there
+# (taken whole: a grep -q that stops reading early would kill sed, and the
+# pipeline would fail)
 plain() { sed 's/\\\([.-]\)/\1/g; s/\\f[BIRP]//g' "$1"; }
+man8=$(plain "$top_srcdir/man/zswapfs.8")
+conf=$top_srcdir/man/zswapfs.conf.5
+man5=
+[ ! -f "$conf" ] || man5=$(plain "$conf")
 for key in "${keys[@]}"; do
 	# zswapfs(8) names every key whole, as a mount option
-	plain "$top_srcdir/man/zswapfs.8" | grep -qF -- "$key" ||
-		fail "setting '$key' is not described in zswapfs.8"
+	grep -qF -- "$key" <<<"$man8" || fail "setting '$key' is not described in zswapfs.8"
 	# zswapfs.conf(5) lists group keys in the group's section, as in the file
-	conf=$top_srcdir/man/zswapfs.conf.5
 	[ -f "$conf" ] || continue
 	case $key in
 	*.*)
-		plain "$conf" | awk -v g="${key%%.*}" -v k="${key#*.}" '
+		awk -v g="${key%%.*}" -v k="${key#*.}" '
 			/^\.SS/ { in_group = index($0, "The " g " group") > 0; next }
 			in_group && $1 == ".BR" && $2 == k { found = 1 }
-			END { exit !found }' ||
+			END { exit !found }' <<<"$man5" ||
 			fail "setting '$key' is not described in the ${key%%.*} group of zswapfs.conf.5"
 		;;
 	*)
-		plain "$conf" | grep -qE "^\.BR $key " ||
+		grep -qE "^\.BR $key " <<<"$man5" ||
 			fail "setting '$key' is not described in zswapfs.conf.5"
 		;;
 	esac

@@ -5,7 +5,10 @@
 # The swap file as a file: reads of never-written data, 512-byte aligned and
 # unaligned writes against a reference copy, large requests, the end of the
 # file, the stats and control files, same-filled and incompressible pages,
-# mem_limit, and every algorithm.
+# mem_limit, and every algorithm.  The request figures of the stats (counts,
+# bytes, errors, latency) and the arena's (frag_bytes, arena_mapped_bytes)
+# are checked against the requests the test made; control writes that are
+# too long, hold several lines or a NUL byte are refused and change nothing.
 set -eu
 . "$(dirname "$0")/lib.sh"
 
@@ -132,19 +135,19 @@ elif cmd == "past_end":
 else:
     sys.exit("unknown command " + cmd)
 EOF
-io() { "$PYTHON" "$ZS_TMP/io.py" "$@"; }
+io() { zs_run 120 "$PYTHON" "$ZS_TMP/io.py" "$@"; }
 
 # check_all: the whole swap file, read with O_DIRECT in 1 MiB requests,
 # equals the reference.
 check_all() {
-	dd if="$ZS_MNT/swap" iflag=direct bs=1M status=none | cmp - "$REF" ||
+	zs_run 60 cmp "$REF" <(dd if="$ZS_MNT/swap" iflag=direct bs=1M status=none) ||
 		fail "$1: swap file content differs from the reference"
 }
 
 # dd_both SRC_SECTOR DST_SECTOR COUNT: a dd with 512-byte O_DIRECT writes, to
 # the swap file and to the reference.
 dd_both() {
-	dd if="$SRC" of="$ZS_MNT/swap" bs=512 skip="$1" seek="$2" count="$3" \
+	zs_run 30 dd if="$SRC" of="$ZS_MNT/swap" bs=512 skip="$1" seek="$2" count="$3" \
 		oflag=direct conv=notrunc status=none || fail "dd write at sector $2 x $3 failed"
 	dd if="$SRC" of="$REF" bs=512 skip="$1" seek="$2" count="$3" conv=notrunc status=none
 }
@@ -166,11 +169,11 @@ truncate -s "$SIZE" "$REF"
 # ---- the file ----------------------------------------------------------------
 zs_mount size=64M
 swap=$ZS_MNT/swap
-[ "$(stat -c %s "$swap")" -eq "$SIZE" ] || fail "st_size is $(stat -c %s "$swap"), not $SIZE"
-[ "$(stat -c %F:%a "$swap")" = "regular file:600" ] ||
-	fail "swap is '$(stat -c %F:%a "$swap")', not a regular file with mode 600"
-[ -f "$ZS_MNT/stats" ] || fail "no stats file"
-[ -f "$ZS_MNT/control" ] || fail "no control file"
+v=$(zs_run 10 stat -c %s:%F:%a "$swap") || fail "stat $swap failed"
+[ "$v" = "$SIZE:regular file:600" ] ||
+	fail "swap is '$v', not a regular file of $SIZE bytes with mode 600"
+zs_run 10 test -f "$ZS_MNT/stats" || fail "no stats file"
+zs_run 10 test -f "$ZS_MNT/control" || fail "no control file"
 v=$(zs_stat "$ZS_MNT" algorithm)
 [ "$v" = lz4 ] || fail "default algorithm is '$v', not lz4"
 
@@ -188,8 +191,8 @@ dd_both 8400 1 1       # overwrite part of a page that is stored already
 dd_both 500 $((SIZE / 512 - 1)) 1   # the last sector of the file
 check_all "after sector writes"
 # a read that starts and ends inside pages
-dd if="$swap" iflag=direct bs=512 skip=9 count=5 status=none |
-	cmp - <(dd if="$REF" bs=512 skip=9 count=5 status=none) ||
+zs_run 30 cmp <(dd if="$swap" iflag=direct bs=512 skip=9 count=5 status=none) \
+	<(dd if="$REF" bs=512 skip=9 count=5 status=none) ||
 	fail "512-byte direct read at sector 9 returned wrong data"
 
 # ---- many random writes (any 512-aligned offset and length) ------------------
@@ -197,8 +200,8 @@ io random "$swap" "$REF" "$SRC" 400 $((48 * MIB)) 42 || fail "random writes"
 check_all "after random writes"
 
 # ---- large requests -------------------------------------------------------------
-dd if="$SRC" of="$swap" bs=1M skip=4 seek=16 count=8 oflag=direct conv=notrunc status=none ||
-	fail "dd bs=1M write failed"
+zs_run 30 dd if="$SRC" of="$swap" bs=1M skip=4 seek=16 count=8 oflag=direct conv=notrunc \
+	status=none || fail "dd bs=1M write failed"
 dd if="$SRC" of="$REF" bs=1M skip=4 seek=16 count=8 conv=notrunc status=none
 io pwrite "$swap" "$REF" "$SRC" $((48 * MIB + 1536)) 512 $((MIB + 512)) ||
 	fail "one 1 MiB + 512 write at a sector offset"
@@ -212,7 +215,7 @@ io compare "$swap" "$REF" 1 $((3 * 4096)) || fail "unaligned read across pages"
 check_all "after unaligned writes"
 
 # ---- the end of the file -----------------------------------------------------------
-if dd if="$SRC" of="$swap" bs=512 seek=$((SIZE / 512)) count=1 oflag=direct conv=notrunc \
+if zs_run 30 dd if="$SRC" of="$swap" bs=512 seek=$((SIZE / 512)) count=1 oflag=direct conv=notrunc \
 	status=none 2>/dev/null; then
 	fail "dd write of the sector after the end succeeded"
 fi
@@ -231,32 +234,36 @@ awk 'NF != 2 { exit 1 }
 	$1 == "fuse_transport" || $1 == "backing_cipher" { next }
 	$2 !~ /^[0-9]+$/ { exit 1 }' "$ZS_MNT/stats" ||
 	fail "stats has a line that is not 'key integer': $(cat "$ZS_MNT/stats")"
-if { echo 1 >"$ZS_MNT/stats"; } 2>/dev/null; then fail "writing the stats file succeeded"; fi
+if zs_run 10 "$BASH" -c 'echo 1 >"$1"' - "$ZS_MNT/stats" 2>/dev/null; then
+	fail "writing the stats file succeeded"
+fi
 
 # fresh pages (56 MiB on was never written): 64 same-filled, 64 random, 64 text
 same0=$(stat_int same_pages)
 huge0=$(stat_int huge_pages)
-orig0=$(stat_int orig_data_size)
 stored0=$(stat_int pages_stored)
 compr0=$(stat_int compr_data_size)
 gen_data "$ZS_TMP/same" 64 same 4
-dd if="$ZS_TMP/same" of="$swap" bs=256K seek=224 oflag=direct conv=notrunc status=none
+zs_run 30 dd if="$ZS_TMP/same" of="$swap" bs=256K seek=224 oflag=direct conv=notrunc status=none
 dd if="$ZS_TMP/same" of="$REF" bs=256K seek=224 conv=notrunc status=none
 same1=$(stat_int same_pages)
 [ $((same1 - same0)) -eq 64 ] || fail "same_pages went from $same0 to $same1 after 64 same-filled pages"
-dd if="$ZS_TMP/random" of="$swap" bs=256K seek=228 count=1 oflag=direct conv=notrunc status=none
+zs_run 30 dd if="$ZS_TMP/random" of="$swap" bs=256K seek=228 count=1 oflag=direct conv=notrunc \
+	status=none
 dd if="$ZS_TMP/random" of="$REF" bs=256K seek=228 count=1 conv=notrunc status=none
 huge1=$(stat_int huge_pages)
 [ $((huge1 - huge0)) -eq 64 ] || fail "huge_pages went from $huge0 to $huge1 after 64 random pages"
 compr1=$(stat_int compr_data_size)
-dd if="$ZS_TMP/text" of="$swap" bs=256K seek=232 count=1 oflag=direct conv=notrunc status=none
+zs_run 30 dd if="$ZS_TMP/text" of="$swap" bs=256K seek=232 count=1 oflag=direct conv=notrunc \
+	status=none
 dd if="$ZS_TMP/text" of="$REF" bs=256K seek=232 count=1 conv=notrunc status=none
 compr2=$(stat_int compr_data_size)
 orig2=$(stat_int orig_data_size)
 stored2=$(stat_int pages_stored)
 [ $((stored2 - stored0)) -eq 192 ] || fail "pages_stored went from $stored0 to $stored2 (192 new pages)"
-[ $((orig2 - orig0)) -eq $((192 * 4096)) ] ||
-	fail "orig_data_size went from $orig0 to $orig2 (192 new pages)"
+# not a second check of the same pages: orig_data_size is pages_stored in
+# bytes, by definition (zram's, same-filled pages included)
+[ "$orig2" -eq $((stored2 * 4096)) ] || fail "orig_data_size $orig2 is not pages_stored $stored2 x 4096"
 if [ $((compr2 - compr1)) -le 0 ] || [ $((compr2 - compr1)) -ge $((64 * 4096 / 2)) ]; then
 	fail "64 text pages took $((compr2 - compr1)) compressed bytes"
 fi
@@ -267,14 +274,141 @@ v=$(stat_int mem_used_total)
 check_all "after the stats pages"
 
 # ---- control --------------------------------------------------------------------
-echo compact >"$ZS_MNT/control" || fail "'compact' was refused"
-if echo bogus >"$ZS_MNT/control" 2>/dev/null; then fail "'bogus' was accepted"; fi
-if echo "compact now" >"$ZS_MNT/control" 2>/dev/null; then fail "'compact now' was accepted"; fi
+zs_ctl "$ZS_MNT" compact || fail "'compact' was refused"
+if zs_ctl "$ZS_MNT" bogus 2>/dev/null; then fail "'bogus' was accepted"; fi
+if zs_ctl "$ZS_MNT" compact now 2>/dev/null; then fail "'compact now' was accepted"; fi
 check_all "after compact"
 for key in failed_reads failed_writes; do
 	v=$(stat_int "$key")
 	[ "$v" -eq 0 ] || fail "$key is $v"
 done
+zs_alive
+zs_umount
+
+# ---- the request and arena figures ------------------------------------------------
+# A fresh mount with no background work: every figure comes from the
+# requests below.  An O_DIRECT dd of 4 KiB blocks makes one FUSE request a
+# block, one after the other: their latencies add up to less than the dd's
+# wall time.
+zs_mount size=16M,compact.threshold=0,recompress.enabled=false
+swap=$ZS_MNT/swap
+CHUNK=$((2 * MIB))	# the arena maps memory in chunks of 2 MiB (arena.c)
+
+# expect_io KIND REQS BYTES ERRORS WALL_NS: the KIND_* figures.
+expect_io() {
+	local k=$1 reqs avg max
+	reqs=$(stat_int "${k}_reqs")
+	avg=$(stat_int "${k}_latency_avg_ns")
+	max=$(stat_int "${k}_latency_max_ns")
+	[ "$reqs" -eq "$2" ] || fail "${k}_reqs is $reqs, the test made $2 requests"
+	[ "$(stat_int "${k}_bytes")" -eq "$3" ] ||
+		fail "${k}_bytes is $(stat_int "${k}_bytes"), the test moved $3 bytes"
+	[ "$(stat_int "${k}_errors")" -eq "$4" ] ||
+		fail "${k}_errors is $(stat_int "${k}_errors"), expected $4"
+	if [ "$reqs" -eq 0 ]; then
+		[ "$avg" -eq 0 ] && [ "$max" -eq 0 ] || fail "$k latency $avg/$max without a request"
+		return 0
+	fi
+	if [ "$avg" -le 0 ] || [ "$avg" -gt "$max" ] || [ $((avg * reqs)) -gt "$5" ]; then
+		fail "${k}_latency_avg_ns $avg, max $max: not within the $5 ns the requests took"
+	fi
+}
+
+# timed CMD...: zs_run CMD; WALL its wall time in ns, summed over calls.
+WALL=0
+timed() {
+	local t0 rc=0
+	t0=$(date +%s%N)
+	zs_run 30 "$@" || rc=$?
+	WALL=$((WALL + $(date +%s%N) - t0))
+	return "$rc"
+}
+
+for k in read write discard; do expect_io "$k" 0 0 0 0; done
+for key in mem_used_total frag_bytes arena_mapped_bytes; do
+	[ "$(stat_int "$key")" -eq 0 ] || fail "fresh mount: $key is $(stat_int "$key")"
+done
+
+gen_data "$ZS_TMP/t64" 64 text 8
+timed dd if="$ZS_TMP/t64" of="$swap" bs=4k count=64 oflag=direct conv=notrunc status=none ||
+	fail "writing 64 pages failed"
+expect_io write 64 $((64 * 4096)) 0 "$WALL"
+w_wall=$WALL WALL=0
+timed dd if="$swap" of="$ZS_TMP/t64.back" bs=4k count=64 iflag=direct status=none ||
+	fail "reading 64 pages failed"
+cmp "$ZS_TMP/t64" "$ZS_TMP/t64.back" || fail "64 pages do not read back"
+expect_io read 64 $((64 * 4096)) 0 "$WALL"
+# a write at the end of the file: refused by the daemon, an error, no bytes
+WALL=$w_wall
+if timed dd if="$ZS_TMP/t64" of="$swap" bs=4k seek=4096 count=1 oflag=direct conv=notrunc \
+	status=none 2>/dev/null; then
+	fail "a write at the end of the file succeeded"
+fi
+expect_io write 65 $((64 * 4096)) 1 "$WALL"
+WALL=0
+timed fallocate --punch-hole --keep-size --offset 0 --length $((8 * 4096)) "$swap" ||
+	fail "punching 8 pages failed"
+expect_io discard 1 $((8 * 4096)) 0 "$WALL"
+
+# The arena: 56 objects in their size classes; the places of those classes
+# that hold none are frag_bytes; the pages in use sit in mapped chunks.
+figures=$(zs_run 10 awk '
+	$1 ~ /^class_[0-9]+_objs$/ { split($1, w, "_"); objs += $2; size[w[2]] = 1; o[w[2]] = $2 }
+	$1 ~ /^class_[0-9]+_capacity$/ { split($1, w, "_"); c[w[2]] = $2 }
+	$1 == "frag_bytes" { fb = $2 } $1 == "mem_used_total" { u = $2 }
+	$1 == "arena_mapped_bytes" { m = $2 }
+	END { for (s in size) free += (c[s] - o[s]) * s
+		if (free != fb) { print "frag_bytes", fb, "but", free, "free in the classes"; exit 1 }
+		print objs + 0, fb + 0, u + 0, m + 0 }' "$ZS_MNT/stats") ||
+	fail "the class figures do not add up: $figures"
+read -r objs frag used mapped <<<"$figures"
+[ "$objs" -eq 56 ] || fail "the classes hold $objs objects, 56 pages are stored"
+[ "$used" -gt 0 ] && [ "$frag" -lt "$used" ] || fail "frag_bytes $frag, mem_used_total $used"
+if [ $((mapped % CHUNK)) -ne 0 ] || [ "$mapped" -lt "$used" ] ||
+	[ "$mapped" -gt $((used + CHUNK)) ]; then
+	fail "arena_mapped_bytes $mapped for mem_used_total $used"
+fi
+# 6 MiB of incompressible pages take more chunks; discarding everything
+# unmaps them all but one, kept for the next write
+gen_data "$ZS_TMP/r6" 1536 random 9
+zs_run 30 dd if="$ZS_TMP/r6" of="$swap" bs=1M seek=8 oflag=direct conv=notrunc status=none ||
+	fail "writing 6 MiB failed"
+used=$(stat_int mem_used_total)
+mapped=$(stat_int arena_mapped_bytes)
+[ "$used" -ge $((6 * MIB)) ] && [ "$mapped" -ge "$used" ] && [ $((mapped % CHUNK)) -eq 0 ] ||
+	fail "6 MiB stored: mem_used_total $used, arena_mapped_bytes $mapped"
+timed fallocate --punch-hole --keep-size --offset 0 --length $((16 * MIB)) "$swap" ||
+	fail "punching everything failed"
+for key in mem_used_total frag_bytes pages_stored; do
+	[ "$(stat_int "$key")" -eq 0 ] || fail "everything discarded: $key is $(stat_int "$key")"
+done
+[ "$(stat_int arena_mapped_bytes)" -le "$CHUNK" ] ||
+	fail "everything discarded: arena_mapped_bytes is $(stat_int arena_mapped_bytes)"
+
+# ---- control writes that are not one command ------------------------------------
+# One write is one command of one line, at most 256 bytes with its newline:
+# two lines, a NUL byte, or more bytes are refused whole (EINVAL), even when
+# they start with a good command, and change nothing (no compaction, no
+# recompression pass queued, not one figure).
+pad() { printf '%*s' "$1" ''; }
+stats_now() { zs_run 10 grep -v '^rss_bytes ' "$ZS_MNT/stats"; }
+stats_now >"$ZS_TMP/stats.before"
+mapfile -t got < <(zs_ctl_raw "$ZS_MNT" 'compact\ncompact\n' 'compact\n\n' \
+	'recompress\ncompact\n' 'compact\0\n' 'compact\0' '\0compact\n' 'compact\n\0' \
+	"compact$(pad 249)\\n" "recompress$(pad 4000)\\n")
+[ "${#got[@]}" -eq 9 ] || fail "zs_ctl_raw answered ${#got[@]} writes of 9"
+for ((i = 0; i < 9; i++)); do
+	[ "${got[i]}" = EINVAL ] || fail "control write $((i + 1)) of 9 got ${got[i]}, not EINVAL"
+done
+sleep 0.5	# a command the daemon took would have run by now
+stats_now >"$ZS_TMP/stats.after"
+diff "$ZS_TMP/stats.before" "$ZS_TMP/stats.after" >&2 ||
+	fail "refused control writes changed the stats"
+# the longest line taken: 256 bytes with the newline
+c0=$(stat_int compactions)
+[ "$(zs_ctl_raw "$ZS_MNT" "compact$(pad 248)\\n")" = ok ] ||
+	fail "a 256-byte command line was refused"
+zs_stat_wait "$ZS_MNT" compactions $((c0 + 1)) 10
 zs_alive
 zs_umount
 
@@ -284,7 +418,8 @@ swap=$ZS_MNT/swap
 v=$(stat_int mem_limit)
 [ "$v" -eq $((4 * MIB)) ] || fail "mem_limit reads $v"
 gen_data "$ZS_TMP/random16" 4096 random 5
-if dd if="$ZS_TMP/random16" of="$swap" bs=1M oflag=direct conv=notrunc 2>"$ZS_TMP/dd.err"; then
+if zs_run 60 dd if="$ZS_TMP/random16" of="$swap" bs=1M oflag=direct conv=notrunc \
+	2>"$ZS_TMP/dd.err"; then
 	fail "16 MiB of random data fit in mem_limit=4M"
 fi
 grep -q "No space left on device" "$ZS_TMP/dd.err" ||
@@ -292,7 +427,9 @@ grep -q "No space left on device" "$ZS_TMP/dd.err" ||
 done_bytes=$(awk '/bytes/ && /copied/ { print $1 }' "$ZS_TMP/dd.err")
 log "mem_limit=4M: $done_bytes bytes of random data stored before ENOSPC"
 [ "${done_bytes:-0}" -gt 0 ] || fail "nothing could be written under mem_limit=4M"
-cmp -n "$done_bytes" <(dd if="$swap" iflag=direct bs=1M status=none) "$ZS_TMP/random16" ||
+zs_run 30 cmp -n "$done_bytes" \
+	<(dd if="$swap" iflag=direct,count_bytes bs=1M count="$done_bytes" status=none) \
+	"$ZS_TMP/random16" ||
 	fail "data stored before ENOSPC does not read back"
 v=$(stat_int failed_writes)
 [ "$v" -gt 0 ] || fail "failed_writes is $v after ENOSPC"
@@ -301,14 +438,16 @@ v=$(stat_int mem_used_total)
 v=$(stat_int mem_used_max)
 [ "$v" -le $((4 * MIB)) ] || fail "mem_used_max $v exceeds mem_limit"
 # same-filled pages need no memory: they still go in
-dd if="$ZS_TMP/same" of="$swap" bs=256K seek=200 oflag=direct conv=notrunc status=none ||
+zs_run 30 dd if="$ZS_TMP/same" of="$swap" bs=256K seek=200 oflag=direct conv=notrunc status=none ||
 	fail "same-filled pages refused when the memory limit is reached"
 # freeing space makes writes work again
-fallocate --punch-hole --keep-size --offset 0 --length $((32 * MIB)) "$swap" ||
+zs_run 30 fallocate --punch-hole --keep-size --offset 0 --length $((32 * MIB)) "$swap" ||
 	fail "punching a hole failed"
-dd if="$ZS_TMP/random16" of="$swap" bs=1M count=2 oflag=direct conv=notrunc status=none ||
+zs_run 30 dd if="$ZS_TMP/random16" of="$swap" bs=1M count=2 oflag=direct conv=notrunc \
+	status=none ||
 	fail "writes still fail after discarding everything"
-cmp -n $((2 * MIB)) <(dd if="$swap" iflag=direct bs=1M count=2 status=none) "$ZS_TMP/random16" ||
+zs_run 30 cmp -n $((2 * MIB)) <(dd if="$swap" iflag=direct bs=1M count=2 status=none) \
+	"$ZS_TMP/random16" ||
 	fail "data written after the discard does not read back"
 zs_alive
 zs_umount
@@ -320,9 +459,9 @@ for opts in algorithm=lz4 algorithm=zstd algorithm=zstd,level=9 algorithm=lzo; d
 	alg=${alg%%,*}
 	v=$(zs_stat "$ZS_MNT" algorithm)
 	[ "$v" = "$alg" ] || fail "$opts: stats say algorithm $v"
-	dd if="$ZS_TMP/mixed" of="$ZS_MNT/swap" bs=1M oflag=direct conv=notrunc status=none ||
+	zs_run 30 dd if="$ZS_TMP/mixed" of="$ZS_MNT/swap" bs=1M oflag=direct conv=notrunc status=none ||
 		fail "$opts: write failed"
-	cmp <(dd if="$ZS_MNT/swap" iflag=direct bs=1M count=8 status=none) "$ZS_TMP/mixed" ||
+	zs_run 30 cmp <(dd if="$ZS_MNT/swap" iflag=direct bs=1M count=8 status=none) "$ZS_TMP/mixed" ||
 		fail "$opts: data does not read back"
 	orig=$(stat_int orig_data_size)
 	compr=$(stat_int compr_data_size)

@@ -71,7 +71,7 @@ run_fio() {
 		extra=()
 		[ "$mode" = write ] || extra=(--verify_only)
 		# in ZS_TMP: fio may leave files in its working directory
-		if ! (cd "$ZS_TMP" && fio --filename="$target" --output="$ZS_TMP/fio.out" \
+		if ! (cd "$ZS_TMP" && zs_run 300 fio --filename="$target" --output="$ZS_TMP/fio.out" \
 			"${extra[@]}" "$ZS_TMP/verify.fio"); then
 			cat "$ZS_TMP/fio.out" >&2
 			fail "$label: fio ($mode) failed"
@@ -81,7 +81,7 @@ run_fio() {
 		fi
 		log "$label: fio $mode passed in $(($(date +%s) - t0)) s"
 		[ "$mode" = write ] || break
-		echo compact >"$ZS_MNT/control" || fail "$label: 'compact' refused"
+		zs_ctl "$ZS_MNT" compact || fail "$label: 'compact' refused"
 	done
 	zs_alive
 	zs_check_transport "$ZS_MNT"
@@ -96,7 +96,7 @@ run_fio "$ZS_MNT/swap" "file"
 zs_umount
 
 zs_mount size=512M
-loop=$(losetup --find --show --direct-io=on "$ZS_MNT/swap") || fail "losetup failed"
+loop=$(zs_run 30 losetup --find --show --direct-io=on "$ZS_MNT/swap") || fail "losetup failed"
 push_undo losetup -d "$loop"
 run_fio "$loop" "loop"
 losetup -d "$loop"

@@ -87,7 +87,8 @@ _fstab_teardown() {
 
 # ---- mount through the fstab line ---------------------------------------------
 
-out=$(mount --fstab "$FSTAB" "$MNT" 2>&1) || fail "mount --fstab $FSTAB $MNT: $out"
+zs_watch_mount "$MNT"
+out=$(zs_run 30 mount --fstab "$FSTAB" "$MNT" 2>&1) || fail "mount --fstab $FSTAB $MNT: $out"
 pid=$(daemon_pid) || {
 	is_mounted && umount -l "$MNT"
 	fail "mounted, but no $ZSWAPFS process serves $MNT"
@@ -96,7 +97,7 @@ push_undo _fstab_teardown "$pid"
 awk -v m="$MNT" -v s="$conf" '$2 == m && $1 == s && $3 == "fuse.zswapfs" { f = 1 }
 	END { exit !f }' /proc/mounts ||
 	fail "not a fuse.zswapfs mount of $conf: $(grep -F " $MNT " /proc/mounts)"
-[ -f "$MNT/swap" ] || fail "$MNT/swap is missing"
+zs_run 10 test -f "$MNT/swap" || fail "$MNT/swap is missing"
 log "ok: mount --fstab: $(grep -F " $MNT " /proc/mounts), daemon $pid"
 
 for kv in algorithm=zstd disksize=$((64 << 20)) mem_limit=$((32 << 20)); do
@@ -107,27 +108,30 @@ log "ok: the file (zstd, 64M) and the fstab options (mem_limit=32M over 16M) too
 
 # ---- busy while a loop device holds the swap file -----------------------------
 
-loop=$(losetup --find --show --direct-io=on "$MNT/swap") || fail "losetup on $MNT/swap failed"
+loop=$(zs_run 30 losetup --find --show --direct-io=on "$MNT/swap") ||
+	fail "losetup on $MNT/swap failed"
 push_undo losetup -d "$loop"
 gen_data "$ZS_TMP/data" 256 text 7
-dd if="$ZS_TMP/data" of="$loop" bs=64K oflag=direct status=none || fail "write to $loop failed"
-if umount "$MNT" 2>"$ZS_TMP/umount.err"; then
+zs_run 30 dd if="$ZS_TMP/data" of="$loop" bs=64K oflag=direct status=none ||
+	fail "write to $loop failed"
+if zs_run 30 umount "$MNT" 2>"$ZS_TMP/umount.err"; then
 	fail "umount $MNT succeeded while $loop holds $MNT/swap"
 fi
 is_mounted || fail "umount failed but $MNT is gone"
 kill -0 "$pid" 2>/dev/null || fail "the daemon died on the refused umount"
-dd if="$loop" of="$ZS_TMP/back" bs=64K count=16 iflag=direct status=none ||
+zs_run 30 dd if="$loop" of="$ZS_TMP/back" bs=64K count=16 iflag=direct status=none ||
 	fail "read from $loop failed"
 cmp -s "$ZS_TMP/data" "$ZS_TMP/back" || fail "data read back through $loop differs"
-cmp -s "$ZS_TMP/data" <(head -c $((256 * 4096)) "$MNT/swap") ||
-	fail "data read back through $MNT/swap differs"
+zs_run 30 dd if="$MNT/swap" of="$ZS_TMP/back2" bs=64K count=16 status=none ||
+	fail "read from $MNT/swap failed"
+cmp -s "$ZS_TMP/data" "$ZS_TMP/back2" || fail "data read back through $MNT/swap differs"
 log "ok: umount refused while $loop is attached ($(head -n 1 "$ZS_TMP/umount.err")); data intact"
 
 # ---- detach, then umount stops the daemon ------------------------------------
 
 losetup -d "$loop" || fail "losetup -d $loop failed"
 drop_undo losetup -d "$loop"
-out=$(umount "$MNT" 2>&1) || fail "umount $MNT after detaching: $out"
+out=$(zs_run 30 umount "$MNT" 2>&1) || fail "umount $MNT after detaching: $out"
 ! is_mounted || fail "$MNT still mounted after umount"
 for ((i = 0; i < 100; i++)); do
 	kill -0 "$pid" 2>/dev/null || break

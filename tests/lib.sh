@@ -10,6 +10,18 @@
 # state a test creates (mount, daemon, loop device, swap, cgroup, zram, temp
 # dir) is registered with push_undo at the moment it is created, and undone in
 # reverse order by the EXIT trap whatever path the script takes.
+#
+# Every pipeline's status counts (pipefail): a program under test that
+# crashes, or that AddressSanitizer stops, after printing the right output
+# fails the pipeline.  So never pipe into `grep -q` or `head` from a program
+# whose status matters (they stop reading early and it dies of SIGPIPE):
+# capture its output first.
+#
+# Nothing that talks to a mount may hang the suite: run it under zs_run (or
+# zs_ctl, zs_stat), which on a deadline aborts the test's FUSE connections
+# and fails with "hang".
+
+set -o pipefail
 
 ZS_TEST=$(basename "$0" .sh)
 _zs_here=$(cd "$(dirname "$0")" && pwd)
@@ -20,7 +32,6 @@ top_builddir=$(cd "$top_builddir" && pwd)
 top_srcdir=$(cd "$top_srcdir" && pwd)
 ZSWAPFS=${ZSWAPFS:-$top_builddir/src/zswapfs}
 MEMHOG=${MEMHOG:-$top_builddir/tests/memhog}
-CGROUP_V1_MEMORY=/sys/fs/cgroup/memory
 # The system interpreter, when there is one: version-manager shims in PATH
 # can take a second to start.
 if [ -z "${PYTHON-}" ]; then
@@ -77,9 +88,11 @@ require_root() {
 	[ "$(id -u)" -eq 0 ] || skip "needs root (swap, loop devices, cgroups)"
 }
 
-require_cgroup_v1_memory() {
-	[ -f "$CGROUP_V1_MEMORY/memory.limit_in_bytes" ] ||
-		skip "no cgroup v1 memory controller at $CGROUP_V1_MEMORY"
+# require_memory_cgroup: skip unless a memory cgroup can be made, with the
+# v1 memory controller or with cgroup v2 (see zs_memcg_find).
+require_memory_cgroup() {
+	zs_memcg_find || skip "no usable memory cgroup: $ZS_CG_WHY"
+	log "memory cgroups: v$ZS_CG_VERSION, made under $ZS_CG_PARENT"
 }
 
 require_memhog() {
@@ -174,6 +187,7 @@ zs_start() {
 	setsid "$ZSWAPFS" "${src[@]}" "$ZS_MNT" -f "$@" >"$ZS_LOG" 2>&1 </dev/null &
 	ZS_PID=$!
 	push_undo _zs_teardown "$ZS_MNT" "$ZS_PID"
+	zs_watch_mount "$ZS_MNT"
 }
 
 # zs_wait_mounted DESC: wait (at most 10 s) until the daemon of the last
@@ -183,7 +197,7 @@ zs_wait_mounted() {
 	for ((i = 0; i < 100; i++)); do
 		if awk -v m="$ZS_MNT" '$2 == m && $3 == "fuse.zswapfs" { f = 1 } END { exit !f }' \
 			/proc/mounts; then
-			[ -f "$ZS_MNT/swap" ] || fail "mounted, but $ZS_MNT/swap is missing"
+			zs_run 10 test -f "$ZS_MNT/swap" || fail "mounted, but $ZS_MNT/swap is missing"
 			return 0
 		fi
 		if ! kill -0 "$ZS_PID" 2>/dev/null; then
@@ -229,7 +243,15 @@ zs_start_refused() {
 # zs_umount: unmount the last zs_mount and check that the daemon exits 0.
 zs_umount() {
 	local mnt=$ZS_MNT pid=$ZS_PID rc i
-	fusermount3 -u "$mnt" || fail "fusermount3 -u $mnt failed"
+	# A reader of the mount that the test is done with (the dd of a
+	# cmp <(dd ...)) may still be closing its file: busy for a moment.
+	for ((i = 0; i < 20; i++)); do
+		fusermount3 -u "$mnt" 2>"$ZS_TMP/umount.err" && break
+		grep -q "busy" "$ZS_TMP/umount.err" || break
+		sleep 0.1
+	done
+	[ "$i" -lt 20 ] && ! [ -s "$ZS_TMP/umount.err" ] ||
+		{ cat "$ZS_TMP/umount.err" >&2; fail "fusermount3 -u $mnt failed"; }
 	for ((i = 0; i < 100; i++)); do
 		kill -0 "$pid" 2>/dev/null || break
 		sleep 0.1
@@ -269,11 +291,33 @@ zs_alive() {
 	kill -0 "$ZS_PID" 2>/dev/null || { cat "$ZS_LOG" >&2; fail "the daemon (pid $ZS_PID) died"; }
 }
 
+# zs_fuse_abort MOUNT: abort the FUSE connection of MOUNT through fusectl, so
+# that every process waiting on it gets an error instead of hanging: a test's
+# last resort against a hung daemon.  Reads /proc/self/mountinfo, never the
+# mount itself (a stat of a hung mount would hang too).
+zs_fuse_abort() {
+	local dev ctl=/sys/fs/fuse/connections
+	dev=$(awk -v m="$1" '$5 == m { d = $3 } END { print d }' /proc/self/mountinfo)
+	[ -n "$dev" ] || return 0
+	if ! awk -v c="$ctl" '$2 == c { f = 1 } END { exit !f }' /proc/mounts; then
+		mount -t fusectl fusectl "$ctl" 2>/dev/null || true
+	fi
+	if echo 1 >"$ctl/${dev#*:}/abort" 2>/dev/null; then
+		log "aborted the FUSE connection of $1 (device $dev)"
+	else
+		log "could not abort the FUSE connection of $1 (device $dev)"
+	fi
+}
+
 # zs_stat MOUNT KEY: print the value of KEY in MOUNT/stats; fail if absent.
 zs_stat() {
 	local v
-	v=$(awk -v k="$2" '$1 == k { print $2; f = 1 } END { exit !f }' "$1/stats") ||
-		fail "stats key '$2' missing in $1/stats"
+	local rc=0
+	# awk reads the mount: a hung daemon must not hang the test
+	v=$(timeout 20 awk -v k="$2" '$1 == k { print $2; f = 1 } END { exit !f }' "$1/stats") ||
+		rc=$?
+	[ "$rc" -ne 124 ] || _zs_hang "reading $1/stats took more than 20 s"
+	[ "$rc" -eq 0 ] || fail "stats key '$2' missing in $1/stats"
 	printf '%s\n' "$v"
 }
 
@@ -282,13 +326,15 @@ zs_stats_line() {
 	local mnt=$1 keys
 	shift
 	keys=$(IFS='|'; echo "$*")
-	grep -E "^($keys) " "$mnt/stats" | tr '\n' ' '
+	zs_run 20 grep -E "^($keys) " "$mnt/stats" | tr '\n' ' '
 }
 
 # zs_sanitized: true when the daemon is an AddressSanitizer build, whose
 # shadow memory and quarantine make its RSS say nothing of the daemon's own.
 zs_sanitized() {
-	ldd "$ZSWAPFS" 2>/dev/null | grep -q libasan
+	local libs
+	libs=$(ldd "$ZSWAPFS" 2>/dev/null) || return 1
+	grep -q libasan <<<"$libs"
 }
 
 # zs_stat_wait MOUNT KEY VALUE [SECONDS]: wait (default 20 s) until KEY in
@@ -302,19 +348,122 @@ zs_stat_wait() {
 	fail "$2 in $1/stats is $(zs_stat "$1" "$2"), expected $3 within ${4:-20} s"
 }
 
+# ---- hangs ----------------------------------------------------------------------
+
+# The test's mounts (zs_start, zs_watch_mount): what a hang aborts.
+_zs_mounts=()
+
+# zs_watch_mount MOUNT: a FUSE mount the test made without zs_start (fstab,
+# background mode), to be aborted too when a command hangs.
+zs_watch_mount() { _zs_mounts+=("$1"); }
+
+# _zs_hang DESC: something did not end in time.  Abort every FUSE connection
+# of the test, so that whatever still waits on the daemon gets an error and
+# the clean-up can run, and fail.
+_zs_hang() {
+	local m
+	for m in "${_zs_mounts[@]}"; do zs_fuse_abort "$m"; done
+	fail "hang: $*"
+}
+
+# _zs_watchdog SECONDS [PID...]: run in the background; after SECONDS, abort
+# the test's FUSE connections, kill PID... and exit 3.  It is ended before
+# that with _zs_watchdog_end, by SIGKILL: a subshell that gets a catchable
+# signal before it has reset the test's traps would run the test's own
+# clean-up (unmount, rm -rf) in the middle of the test.  It sleeps a tenth of
+# a second at a time, so that it leaves no sleep running for long.
+_zs_watchdog() {
+	local tenths=$(($1 * 10)) i m p
+	shift
+	for ((i = 0; i < tenths; i++)); do
+		sleep 0.1 >/dev/null 2>&1 || true
+	done
+	for m in "${_zs_mounts[@]}"; do zs_fuse_abort "$m"; done
+	for p; do kill -KILL "$p" 2>/dev/null || true; done
+	exit 3
+}
+
+# _zs_watchdog_end PID: end a watchdog; _zs_fired is 1 if it had fired.
+_zs_watchdog_end() {
+	local rc=0
+	kill -KILL "$1" 2>/dev/null || true
+	wait "$1" 2>/dev/null || rc=$?
+	_zs_fired=$((rc == 3))
+}
+
+# zs_run SECONDS CMD [ARG...]: run CMD (a program, not a shell function)
+# and return its exit status; if it has not ended after SECONDS, the test's
+# FUSE connections are aborted and the test fails with "hang".  Aborting is
+# what ends a process that waits in the kernel for a loop device's I/O (no
+# signal does); timeout(1), a little later, kills anything else.  Every
+# fio, dd and other command that reads or writes a mount runs under it;
+# SECONDS is many times what the command takes on a loaded machine.
+zs_run() {
+	local secs=$1 rc=0 wd
+	shift
+	_zs_watchdog "$secs" </dev/null >/dev/null &
+	wd=$!
+	timeout -k 5 $((secs + 10)) "$@" || rc=$?
+	_zs_watchdog_end "$wd"
+	# (a watchdog that fired has aborted the connections already)
+	[ "$_zs_fired" = 0 ] || fail "hang: '$*' did not end within $secs s"
+	[ "$rc" -ne 124 ] || _zs_hang "'$*' did not end within $secs s"
+	return "$rc"
+}
+
+# zs_ctl_raw MOUNT TEXT...: write each TEXT to MOUNT/control, each in one
+# write(2) of its own and in a row (microseconds apart); print for each "ok"
+# or the errno's name (EINVAL, EBUSY...), one a line.  TEXT takes Python's
+# escapes: \n, \0, \xNN.
+zs_ctl_raw() {
+	local mnt=$1
+	shift
+	zs_run 20 "$PYTHON" -c '
+import errno, os, sys
+fd = os.open(sys.argv[1], os.O_WRONLY)
+for text in sys.argv[2:]:
+    data = text.encode("latin-1").decode("unicode_escape").encode("latin-1")
+    try:
+        n = os.write(fd, data)
+        print("ok" if n == len(data) else "short")
+    except OSError as e:
+        print(errno.errorcode.get(e.errno, e.errno))
+' "$mnt/control" "$@"
+}
+
+# zs_ctl MOUNT WORD...: write the command "WORD..." and a newline to
+# MOUNT/control in one write(2).  Its status; on a refusal the shell's
+# message names the errno ("Invalid argument", "Device or resource busy").
+zs_ctl() {
+	local mnt=$1
+	shift
+	zs_run 20 "$BASH" -c 'printf "%s\n" "$1" >"$2"' zs_ctl "$*" "$mnt/control"
+}
+
 # ---- swap on the mount ------------------------------------------------------
 
 # zs_swapon MOUNT: loop device over MOUNT/swap, mkswap, swapon --discard.
 # Sets ZS_LOOP.
 zs_swapon() {
-	ZS_LOOP=$(losetup --find --show --direct-io=on "$1/swap") || fail "losetup on $1/swap failed"
+	ZS_LOOP=$(zs_run 30 losetup --find --show --direct-io=on "$1/swap") ||
+		fail "losetup on $1/swap failed"
 	push_undo losetup -d "$ZS_LOOP"
-	mkswap "$ZS_LOOP" >/dev/null || fail "mkswap $ZS_LOOP failed"
+	zs_run 60 mkswap "$ZS_LOOP" >/dev/null || fail "mkswap $ZS_LOOP failed"
 	# the highest priority, so that our device is the one used even when the
 	# machine has other swap
-	swapon --discard --priority 32767 "$ZS_LOOP" || fail "swapon --discard $ZS_LOOP failed"
+	zs_run 60 swapon --discard --priority 32767 "$ZS_LOOP" ||
+		fail "swapon --discard $ZS_LOOP failed"
 	# timeout: a swapoff that cannot read its pages back must not hang CI
 	push_undo timeout 120 swapoff "$ZS_LOOP"
+}
+
+# zs_swapoff: swapoff and detach the device of the last zs_swapon (every
+# page comes back through the daemon: a hang fails).
+zs_swapoff() {
+	zs_run 120 swapoff "$ZS_LOOP" || fail "swapoff $ZS_LOOP failed"
+	drop_undo timeout 120 swapoff "$ZS_LOOP"
+	losetup -d "$ZS_LOOP" || fail "losetup -d $ZS_LOOP failed"
+	drop_undo losetup -d "$ZS_LOOP"
 }
 
 # zram_swapon SIZE: kernel zram0 as swap, for comparing against the real thing
@@ -333,7 +482,92 @@ zram_swapon() {
 }
 _zs_zram_reset() { echo 1 >/sys/block/zram0/reset; }
 
-# ---- memory cgroups (v1) ------------------------------------------------------
+# ---- memory cgroups (v1 or v2) ----------------------------------------------------
+
+# Where the hierarchies are looked up: tests/memcg_find.sh points these at a
+# fake tree to test the choice below on machines that lack one or the other.
+ZS_PROC_MOUNTS=${ZS_PROC_MOUNTS:-/proc/self/mounts}
+ZS_PROC_CGROUP=${ZS_PROC_CGROUP:-/proc/self/cgroup}
+
+# _zs_has_word FILE WORD: WORD is one of the words of FILE (a cgroup list).
+_zs_has_word() {
+	awk -v w="$2" '{ for (i = 1; i <= NF; i++) if ($i == w) f = 1 } END { exit !f }' \
+		"$1" 2>/dev/null
+}
+
+# zs_memcg_find: find where the test can make a memory cgroup.  Sets
+# ZS_CG_VERSION (1 or 2) and ZS_CG_PARENT, the directory to make it in; or
+# returns 1 with ZS_CG_WHY saying why there is none.
+#   v1: a cgroup (v1) mount of the memory controller.
+#   v2: the cgroup2 mount's root, when memory is in its cgroup.controllers
+#       and enabled in its cgroup.subtree_control, which we do if need be
+#       (the root cgroup may have processes and controlled children at
+#       once); else, when the root refuses (a cgroup namespace's root that
+#       holds processes), the nearest ancestor of our own cgroup where
+#       memory is enabled for children and that we may write: a subtree
+#       delegated to us (systemd's Delegate=, a container set up for
+#       nesting).
+zs_memcg_find() {
+	local dev mnt type opts rest v2='' own d
+	ZS_CG_VERSION='' ZS_CG_PARENT='' ZS_CG_WHY=''
+	while read -r dev mnt type opts rest; do
+		case $type in
+		cgroup)
+			case ,$opts, in *,memory,*) ;; *) continue ;; esac
+			if [ -f "$mnt/memory.limit_in_bytes" ] && [ -w "$mnt" ]; then
+				ZS_CG_VERSION=1 ZS_CG_PARENT=$mnt
+				return 0
+			fi
+			ZS_CG_WHY="the cgroup v1 memory controller at $mnt is not writable; "
+			;;
+		cgroup2) [ -n "$v2" ] || v2=$mnt ;;
+		esac
+	done <"$ZS_PROC_MOUNTS"
+	if [ -z "$v2" ]; then
+		ZS_CG_WHY+="no cgroup v1 memory controller and no cgroup2 mount in $ZS_PROC_MOUNTS"
+		return 1
+	fi
+	if ! _zs_has_word "$v2/cgroup.controllers" memory; then
+		ZS_CG_WHY+="cgroup2 at $v2 has no memory controller (cgroup.controllers:"
+		ZS_CG_WHY+=" $(cat "$v2/cgroup.controllers" 2>/dev/null)) and there is no v1 one"
+		return 1
+	fi
+	if _zs_has_word "$v2/cgroup.subtree_control" memory; then
+		ZS_CG_VERSION=2 ZS_CG_PARENT=$v2
+		return 0
+	fi
+	if [ -w "$v2" ] && (echo +memory >"$v2/cgroup.subtree_control") 2>/dev/null; then
+		log "enabled the memory controller in $v2/cgroup.subtree_control"
+		push_undo _zs_cg2_disable "$v2"
+		ZS_CG_VERSION=2 ZS_CG_PARENT=$v2
+		return 0
+	fi
+	# "0::/path" is our cgroup in the v2 hierarchy
+	own=$(awk -F: '$1 == "0" && $2 == "" { print $3; exit }' "$ZS_PROC_CGROUP" 2>/dev/null) ||
+		own=
+	d=$v2${own%/}
+	while [ -n "$own" ] && [ "$d" != "$v2" ] && [ "${d#"$v2"/}" != "$d" ]; do
+		if _zs_has_word "$d/cgroup.subtree_control" memory && [ -w "$d" ]; then
+			ZS_CG_VERSION=2 ZS_CG_PARENT=$d
+			return 0
+		fi
+		d=${d%/*}
+	done
+	ZS_CG_WHY+="cgroup2 at $v2 has the memory controller, but it cannot be enabled for"
+	ZS_CG_WHY+=" children of the root, and no ancestor of our cgroup (${own:-unknown})"
+	ZS_CG_WHY+=" enables it for its children"
+	return 1
+}
+
+# _zs_cg2_disable DIR: undo our "+memory" in DIR, unless cgroups other than
+# the test's (which are gone by now) may be using it.
+_zs_cg2_disable() {
+	if [ -n "$(find "$1" -mindepth 1 -maxdepth 1 -type d -print -quit)" ]; then
+		log "memory stays enabled in $1/cgroup.subtree_control: other cgroups are under it"
+		return 0
+	fi
+	echo -memory >"$1/cgroup.subtree_control"
+}
 
 _zs_cg_remove() {
 	local cg=$1 p i
@@ -350,15 +584,61 @@ _zs_cg_remove() {
 	rmdir "$cg"
 }
 
-# make_cgroup LIMIT: a new v1 memory cgroup limited to LIMIT (bytes or K/M/G).
-# Sets ZS_CG to its directory.
+# make_cgroup LIMIT: a new memory cgroup (v1 or v2, see zs_memcg_find) whose
+# processes are held to LIMIT bytes (or K/M/G) of memory and swap the rest,
+# without limit.  Sets ZS_CG to its directory.
 make_cgroup() {
-	ZS_CG=$CGROUP_V1_MEMORY/zswapfs-test.$$.$RANDOM
-	mkdir "$ZS_CG"
+	[ -n "${ZS_CG_VERSION-}" ] || zs_memcg_find ||
+		fail "no memory cgroup ($ZS_CG_WHY): the test must require_memory_cgroup"
+	ZS_CG=$ZS_CG_PARENT/zswapfs-test.$$.$RANDOM
+	mkdir "$ZS_CG" || fail "cannot make the cgroup $ZS_CG"
 	push_undo _zs_cg_remove "$ZS_CG"
-	echo "$1" >"$ZS_CG/memory.limit_in_bytes"
-	if [ -f "$ZS_CG/memory.swappiness" ]; then
-		echo 100 >"$ZS_CG/memory.swappiness"
+	if [ "$ZS_CG_VERSION" = 1 ]; then
+		echo "$1" >"$ZS_CG/memory.limit_in_bytes"
+		if [ -f "$ZS_CG/memory.swappiness" ]; then
+			echo 100 >"$ZS_CG/memory.swappiness"
+		fi
+		return 0
+	fi
+	# memory.max reclaims (swaps) at the limit, and OOM-kills only when
+	# nothing can be reclaimed; memory.high stays "max": it would throttle
+	# the processes instead of swapping their pages out.
+	echo "$1" >"$ZS_CG/memory.max"
+	# absent when the kernel does not account swap (then it is unlimited)
+	if [ -f "$ZS_CG/memory.swap.max" ]; then
+		echo max >"$ZS_CG/memory.swap.max"
+	fi
+	# the pages must reach the swap device under test, not the kernel's zswap
+	if [ -f "$ZS_CG/memory.zswap.max" ]; then
+		echo 0 >"$ZS_CG/memory.zswap.max"
+	fi
+}
+
+# zs_cg_set_limit LIMIT: change the memory limit of $ZS_CG.
+zs_cg_set_limit() {
+	if [ "$ZS_CG_VERSION" = 1 ]; then
+		echo "$1" >"$ZS_CG/memory.limit_in_bytes"
+	else
+		echo "$1" >"$ZS_CG/memory.max"
+	fi
+}
+
+# zs_cg_oom_kills: processes of $ZS_CG that the OOM killer ended.
+zs_cg_oom_kills() {
+	local f=$ZS_CG/memory.events
+	[ "$ZS_CG_VERSION" = 2 ] || f=$ZS_CG/memory.oom_control
+	awk '$1 == "oom_kill" { n = $2 } END { print n + 0 }' "$f"
+}
+
+# zs_cg_report: the cgroup's own memory figures, on one line, for logs.
+zs_cg_report() {
+	local peak
+	if [ "$ZS_CG_VERSION" = 1 ]; then
+		echo "memory.failcnt $(cat "$ZS_CG/memory.failcnt")" \
+			"memory.max_usage_in_bytes $(cat "$ZS_CG/memory.max_usage_in_bytes")"
+	else
+		peak=$(cat "$ZS_CG/memory.peak" 2>/dev/null) || peak=-
+		echo "memory.events: $(tr '\n' ' ' <"$ZS_CG/memory.events")memory.peak $peak"
 	fi
 }
 
@@ -374,15 +654,35 @@ run_in_cgroup() {
 # zs_memhog TIMEOUT MEMHOG_ARG...: run memhog in $ZS_CG (with a seed and
 # --verbose), in the background and waited for, so that a signal to the test
 # runs the clean-up at once (removing the cgroup kills the hog); its output
-# goes to stderr.  Sets ZS_HOG_RC; zs_memhog_passed judges it.
+# goes to stderr.  Sets ZS_HOG_RC (137: killed); zs_memhog_passed judges it.
+# After TIMEOUT seconds it is a hang: the FUSE connections are aborted (a
+# process waiting for a page to come back from swap cannot be killed
+# before), memhog is killed, and the test fails.
 zs_memhog() {
-	local limit=$1
+	zs_memhog_start "$@"
+	zs_memhog_wait
+}
+
+# zs_memhog_start TIMEOUT MEMHOG_ARG...: the first half of zs_memhog, for a
+# test that acts while memhog runs; ZS_HOG_PID is its pid.
+zs_memhog_start() {
+	_zs_hog_limit=$1
 	shift
-	run_in_cgroup "$ZS_CG" timeout "$limit" \
-		"$MEMHOG" "$@" --seed "$$" --verbose >"$ZS_TMP/memhog.out" 2>&1 &
+	run_in_cgroup "$ZS_CG" "$MEMHOG" "$@" --seed "$$" --verbose >"$ZS_TMP/memhog.out" 2>&1 &
+	ZS_HOG_PID=$!
+	_zs_watchdog "$_zs_hog_limit" "$ZS_HOG_PID" </dev/null >/dev/null &
+	_zs_hog_wd=$!
+	push_undo _zs_watchdog_end "$_zs_hog_wd"
+}
+
+# zs_memhog_wait: the second half: wait for it, judge a hang, set ZS_HOG_RC.
+zs_memhog_wait() {
 	ZS_HOG_RC=0
-	wait $! || ZS_HOG_RC=$?
+	wait "$ZS_HOG_PID" || ZS_HOG_RC=$?
+	drop_undo _zs_watchdog_end "$_zs_hog_wd"
+	_zs_watchdog_end "$_zs_hog_wd"
 	cat "$ZS_TMP/memhog.out" >&2
+	[ "$_zs_fired" = 0 ] || fail "hang: memhog did not finish within $_zs_hog_limit s (swap I/O hung?)"
 }
 
 # zs_memhog_passed TIMEOUT: fail unless the last zs_memhog ended well.
@@ -406,6 +706,8 @@ zs_stop_sampler() {
 #   text   - compressible, unique per page, never zero and never same-filled
 #   random - incompressible
 #   same   - each page filled with one 64-bit word (per-page, non-zero)
+#   hex    - random hex digits: lz4 (no entropy coder) stores them raw,
+#            zstd packs them to about half a page
 gen_data() {
 	"$PYTHON" - "$@" <<'EOF'
 import random, struct, sys
@@ -417,6 +719,8 @@ with open(path, "wb") as f:
             page = rng.randbytes(4096)
         elif kind == "same":
             page = struct.pack("<Q", rng.getrandbits(64) | 1) * 512
+        elif kind == "hex":
+            page = rng.randbytes(2048).hex().encode()
         else:
             words = b" ".join(rng.choice([b"swap", b"page", b"zswapfs", b"memory", b"%d" % i])
                               for _ in range(16))

@@ -3,10 +3,13 @@
 # shellcheck source-path=SCRIPTDIR
 #
 # The real chain: zswapfs mount -> loop device -> swap, and a process in a
-# memory cgroup three times bigger than its limit, so most of its memory goes
-# through the daemon and comes back; memhog checks every byte.
+# memory cgroup (v1 or v2) three times bigger than its limit, so most of its
+# memory goes through the daemon and comes back; memhog checks every byte.
+# Then mem_limit without a backing file: the daemon's ENOSPC travels through
+# the loop device to the kernel's swap-out, the kernel keeps those pages in
+# RAM, and no page is lost or wrong, whether it went out or stayed.
 #
-# ZS_SWAP_BACKEND=zram runs the same workload against kernel zram instead
+# ZS_SWAP_BACKEND=zram runs the first workload against kernel zram instead
 # (a check of the test itself: memhog, the cgroup set-up, the thresholds).
 set -eu
 . "$(dirname "$0")/lib.sh"
@@ -17,7 +20,7 @@ HOG_TIMEOUT=300
 backend=${ZS_SWAP_BACKEND:-zswapfs}
 
 require_root
-require_cgroup_v1_memory
+require_memory_cgroup
 require_memhog
 [ "$backend" = zram ] || require_fuse
 make_tmpdir
@@ -56,8 +59,7 @@ log "largest orig_data_size seen while running: $max"
 # At least 320 - 96 MiB must have been out on swap for most of the run.
 [ "${max:-0}" -ge $((128 << 20)) ] ||
 	fail "orig_data_size peaked at ${max:-0} bytes: the hog was hardly swapped out"
-failcnt=$(cat "$ZS_CG/memory.failcnt")
-log "cgroup memory.failcnt=$failcnt max_usage=$(cat "$ZS_CG/memory.max_usage_in_bytes")"
+log "cgroup: $(zs_cg_report)"
 
 if [ "$backend" = zram ]; then
 	log "zram mm_stat: $(cat /sys/block/zram0/mm_stat)"
@@ -66,9 +68,8 @@ fi
 
 zs_alive
 zs_check_transport "$ZS_MNT"
-grep -E '^(orig_data_size|compr_data_size|mem_used_total|mem_used_max|same_pages|huge_pages|failed_reads|failed_writes|notify_free|pages_stored|rss_bytes) ' \
-	"$ZS_MNT/stats" | tr '\n' ' ' >&2
-echo >&2
+log "$(zs_stats_line "$ZS_MNT" orig_data_size compr_data_size mem_used_total mem_used_max \
+	same_pages huge_pages failed_reads failed_writes notify_free pages_stored rss_bytes)"
 for key in failed_reads failed_writes; do
 	v=$(zs_stat "$ZS_MNT" "$key")
 	[ "$v" -eq 0 ] || fail "$key is $v after the swap workload"
@@ -91,10 +92,53 @@ log "after the hog exited: orig_data_size $v, swap used on $ZS_LOOP $used"
 [ $((v - used)) -le $((max / 10)) ] ||
 	fail "orig_data_size $v bytes but only $used bytes of swap in use, 10 s after the hog exited (discard not reaching the daemon?)"
 
-timeout 120 swapoff "$ZS_LOOP" || fail "swapoff $ZS_LOOP failed"
-drop_undo timeout 120 swapoff "$ZS_LOOP"
-losetup -d "$ZS_LOOP"
-drop_undo losetup -d "$ZS_LOOP"
+zs_swapoff
+zs_alive
+zs_umount
+
+# ---- mem_limit without a backing file -------------------------------------------
+
+# The hog's compressed pages need far more than mem_limit, and than the
+# cgroup holds besides: swap-outs fail with ENOSPC.  The kernel keeps a page
+# whose write failed and retries it; with nowhere for the rest to go it
+# would retry forever (kernel zram with a mem_limit does the same: no OOM
+# kill comes).  So once the failures are seen, the cgroup's limit is raised:
+# the hog goes on and reads back every page, those that reached the daemon
+# and those the kernel kept.
+ENOSPC_LIMIT_MIB=16
+ENOSPC_CG_MIB=48
+ENOSPC_HOG_MIB=128
+log "mem_limit=${ENOSPC_LIMIT_MIB}M, no backing file:" \
+	"memhog ${ENOSPC_HOG_MIB} MiB in a ${ENOSPC_CG_MIB} MiB cgroup"
+zs_mount "size=512M,mem_limit=${ENOSPC_LIMIT_MIB}M"
+zs_swapon "$ZS_MNT"
+make_cgroup "${ENOSPC_CG_MIB}M"
+zs_memhog_start "$HOG_TIMEOUT" --size "$ENOSPC_HOG_MIB" --passes 2
+for ((i = 0; i < 600; i++)); do
+	[ "$(zs_stat "$ZS_MNT" failed_writes)" -lt 1000 ] || break
+	kill -0 "$ZS_HOG_PID" 2>/dev/null || break
+	sleep 0.1
+done
+log "after $((i / 10)) s: $(zs_stats_line "$ZS_MNT" mem_used_total failed_writes write_errors \
+	write_reqs pages_stored)"
+zs_cg_set_limit $((2 * ENOSPC_HOG_MIB))M
+zs_memhog_wait
+zs_alive
+log "cgroup: $(zs_cg_report)"
+log "$(zs_stats_line "$ZS_MNT" mem_used_total mem_used_max mem_limit failed_writes \
+	failed_reads write_errors write_reqs read_reqs pages_stored)"
+[ "$ZS_HOG_RC" -ne 137 ] || fail "memhog was killed ($(zs_cg_oom_kills) OOM kills in its cgroup)"
+zs_memhog_passed "$HOG_TIMEOUT"
+# The refusals happened, were counted, and went back to the kernel as
+# failed writes; the limit held.
+v=$(zs_stat "$ZS_MNT" failed_writes)
+[ "$v" -ge 1000 ] || fail "failed_writes is $v: mem_limit was hardly reached"
+[ "$(zs_stat "$ZS_MNT" write_errors)" -eq "$v" ] ||
+	fail "write_errors $(zs_stat "$ZS_MNT" write_errors) != failed_writes $v"
+[ "$(zs_stat "$ZS_MNT" failed_reads)" -eq 0 ] || fail "failed_reads after ENOSPC"
+v=$(zs_stat "$ZS_MNT" mem_used_max)
+[ "$v" -le $((ENOSPC_LIMIT_MIB << 20)) ] || fail "mem_used_max $v is above mem_limit"
+zs_swapoff
 zs_alive
 zs_umount
 exit 0

@@ -27,7 +27,7 @@ MIB=$((1 << 20))
 require_root
 require_fuse
 require_memhog
-command -v mkfs.ext4 >/dev/null || skip "mkfs.ext4 is not installed"
+command -v mkfs.ext4 >/dev/null || fail "mkfs.ext4 is not installed (package e2fsprogs)"
 make_tmpdir
 
 # page_states FILE REF OFFSET NPAGES: read NPAGES pages of FILE from OFFSET,
@@ -36,7 +36,7 @@ make_tmpdir
 # zeros, REF is not), bad (anything else), then the first few pages that
 # were not ok, as OFFSET-relative indices with their state.
 page_states() {
-	"$PYTHON" - "$@" <<'EOF'
+	zs_run 120 "$PYTHON" - "$@" <<'EOF'
 import errno, mmap, os, sys
 path, ref, off, npages = sys.argv[1], sys.argv[2], int(sys.argv[3]), int(sys.argv[4])
 count = {"ok": 0, "eio": 0, "zero": 0, "bad": 0}
@@ -64,22 +64,22 @@ EOF
 
 # writeback_now MOUNT: `writeback all`, and wait until it has run.
 writeback_now() {
-	echo "writeback all" >"$1/control" || fail "'writeback all' was refused"
+	zs_ctl "$1" writeback all || fail "'writeback all' was refused"
 	zs_stat_wait "$1" writeback_pending 0
 }
 
 # fs_umount DIR: unmount a filesystem of ours whose device may be failing.
 fs_umount() {
-	umount "$1" 2>/dev/null || umount -l "$1"
+	zs_run 30 umount "$1" 2>/dev/null || umount -l "$1"
 	rmdir -- "$1"
 }
 
 # make_ext4 DEV: an ext4 filesystem on DEV, mounted on a fresh directory.
 # Sets FS_DIR.
 make_ext4() {
-	mkfs.ext4 -q "$1" || fail "mkfs.ext4 on $1 failed"
+	zs_run 60 mkfs.ext4 -q "$1" || fail "mkfs.ext4 on $1 failed"
 	FS_DIR=$(mktemp -d "$ZS_TMP/fs.XXXXXX")
-	mount -t ext4 "$1" "$FS_DIR" || fail "mounting ext4 on $1 failed"
+	zs_run 30 mount -t ext4 "$1" "$FS_DIR" || fail "mounting ext4 on $1 failed"
 	push_undo fs_umount "$FS_DIR"
 }
 
@@ -104,7 +104,7 @@ mem_limit=$(zs_stat "$mnt" mem_limit)
 # 6 MiB of filesystem can hold.
 full_at=-
 for ((k = 0; k < 64; k++)); do
-	if ! dd if="$data" of="$mnt/swap" bs=1M skip=$k seek=$k count=1 oflag=direct \
+	if ! zs_run 30 dd if="$data" of="$mnt/swap" bs=1M skip=$k seek=$k count=1 oflag=direct \
 		conv=notrunc status=none 2>"$ZS_TMP/dd.err"; then
 		break
 	fi
@@ -147,10 +147,10 @@ log "all $((k * 256)) pages written read back; the failed chunk: $ok new, $zero 
 [ "$(zs_stat "$mnt" bd_reads)" -gt 0 ] || fail "nothing was read from the backing file"
 
 # Freeing room (a discard of the first 16 MiB) makes writes work again.
-fallocate --punch-hole --keep-size --offset 0 --length $((16 * MIB)) "$mnt/swap" ||
+zs_run 30 fallocate --punch-hole --keep-size --offset 0 --length $((16 * MIB)) "$mnt/swap" ||
 	fail "discard failed"
 fallocate --punch-hole --keep-size --offset 0 --length $((16 * MIB)) "$ZS_TMP/expect"
-dd if="$data" of="$mnt/swap" bs=1M skip=$k seek=$k count=1 oflag=direct conv=notrunc \
+zs_run 30 dd if="$data" of="$mnt/swap" bs=1M skip=$k seek=$k count=1 oflag=direct conv=notrunc \
 	status=none || fail "writing chunk $k again failed after 16 MiB were discarded"
 read -r ok eio zero bad odd < <(page_states "$mnt/swap" "$ZS_TMP/expect" 0 $(((k + 1) * 256)))
 [ "$ok" -eq $(((k + 1) * 256)) ] ||
@@ -165,7 +165,7 @@ drop_undo losetup -d "$loop"
 
 log "b) backing file on ext4 on a device that starts failing"
 truncate -s 64M "$ZS_TMP/dev.img"
-loop=$(losetup --find --show --direct-io=on "$ZS_TMP/dev.img") || fail "losetup failed"
+loop=$(zs_run 30 losetup --find --show --direct-io=on "$ZS_TMP/dev.img") || fail "losetup failed"
 push_undo losetup -d "$loop"
 make_ext4 "$loop"
 fs=$FS_DIR
@@ -190,14 +190,17 @@ dd if="$ZS_TMP/B" of="$ref" bs=1M seek=16 conv=notrunc status=none
 dd if="$ZS_TMP/C" of="$ref" bs=1M seek=24 conv=notrunc status=none
 dd if="$ZS_TMP/E" of="$ref" bs=1M seek=32 conv=notrunc status=none
 
-dd if="$ZS_TMP/A" of="$mnt/swap" bs=1M seek=0 oflag=direct conv=notrunc status=none
-dd if="$ZS_TMP/D" of="$mnt/swap" bs=1M seek=8 oflag=direct conv=notrunc status=none
+zs_run 30 dd if="$ZS_TMP/A" of="$mnt/swap" bs=1M seek=0 oflag=direct conv=notrunc status=none ||
+	fail "writing A failed"
+zs_run 30 dd if="$ZS_TMP/D" of="$mnt/swap" bs=1M seek=8 oflag=direct conv=notrunc status=none ||
+	fail "writing D failed"
 writeback_now "$mnt"
 [ "$(zs_stat "$mnt" bd_count)" -eq 2048 ] || fail "bd_count is $(zs_stat "$mnt" bd_count), not 2048"
 [ "$(zs_stat "$mnt" writeback_status)" = ok ] || fail "writeback_status is not ok"
 read -r ok eio zero bad odd < <(page_states "$mnt/swap" "$ref" 0 2048)
 [ "$ok" -eq 2048 ] || fail "before the failure: ok $ok, eio $eio, zero $zero, bad $bad ($odd)"
-dd if="$ZS_TMP/B" of="$mnt/swap" bs=1M seek=16 oflag=direct conv=notrunc status=none
+zs_run 30 dd if="$ZS_TMP/B" of="$mnt/swap" bs=1M seek=16 oflag=direct conv=notrunc status=none ||
+	fail "writing B failed"
 
 # The device fails: everything past its first MiB (the backing file's
 # blocks are far beyond) is gone, and every request there fails.
@@ -222,7 +225,7 @@ read -r ok eio zero bad odd < <(page_states "$mnt/swap" "$ref" $((16 * MIB)) 102
 [ "$ok" -eq 1024 ] || fail "B (in RAM): ok $ok, eio $eio, zero $zero, bad $bad ($odd)"
 
 # Writeback after the failure keeps the pages in RAM.
-dd if="$ZS_TMP/C" of="$mnt/swap" bs=1M seek=24 oflag=direct conv=notrunc status=none ||
+zs_run 30 dd if="$ZS_TMP/C" of="$mnt/swap" bs=1M seek=24 oflag=direct conv=notrunc status=none ||
 	fail "writing after the failure failed"
 werr0=$(zs_stat "$mnt" backing_write_errors)
 writeback_now "$mnt"
@@ -242,7 +245,7 @@ read -r ok eio zero bad odd < <(page_states "$mnt/swap" "$ref" $((16 * MIB)) 204
 # accepted reads back.
 fw0=$(zs_stat "$mnt" failed_writes)
 for ((k = 0; k < 16; k++)); do
-	if ! timeout 30 dd if="$ZS_TMP/E" of="$mnt/swap" bs=1M skip=$k seek=$((32 + k)) count=1 \
+	if ! zs_run 30 dd if="$ZS_TMP/E" of="$mnt/swap" bs=1M skip=$k seek=$((32 + k)) count=1 \
 		oflag=direct conv=notrunc status=none 2>"$ZS_TMP/dd.err"; then
 		break
 	fi
@@ -265,15 +268,15 @@ fallocate --punch-hole --keep-size --offset $(((32 + k) * MIB)) --length $(((16 
 # It keeps serving: a discard frees the lost pages (and the failing device
 # does not get in the way), after which they read as zeros; one of E's
 # makes room in the arena for the chunk that failed.
-fallocate --punch-hole --keep-size --offset 0 --length $((16 * MIB)) "$mnt/swap" ||
+zs_run 30 fallocate --punch-hole --keep-size --offset 0 --length $((16 * MIB)) "$mnt/swap" ||
 	fail "discard failed with the backing device failing"
 fallocate --punch-hole --keep-size --offset 0 --length $((16 * MIB)) "$ref"
 [ "$(zs_stat "$mnt" bd_count)" -eq 0 ] ||
 	fail "bd_count is $(zs_stat "$mnt" bd_count) after the discard"
-fallocate --punch-hole --keep-size --offset $((32 * MIB)) --length $((2 * MIB)) "$mnt/swap" ||
+zs_run 30 fallocate --punch-hole --keep-size --offset $((32 * MIB)) --length $((2 * MIB)) "$mnt/swap" ||
 	fail "discard failed with the arena full"
 fallocate --punch-hole --keep-size --offset $((32 * MIB)) --length $((2 * MIB)) "$ref"
-dd if="$ZS_TMP/E" of="$mnt/swap" bs=1M skip=$k seek=$((32 + k)) count=1 oflag=direct \
+zs_run 30 dd if="$ZS_TMP/E" of="$mnt/swap" bs=1M skip=$k seek=$((32 + k)) count=1 oflag=direct \
 	conv=notrunc status=none || fail "writing chunk $k of E again failed after the discard"
 dd if="$ZS_TMP/E" of="$ref" bs=1M skip=$k seek=$((32 + k)) count=1 conv=notrunc status=none
 read -r ok eio zero bad odd < <(page_states "$mnt/swap" "$ref" 0 $((48 * 256)))

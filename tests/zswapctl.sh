@@ -4,6 +4,8 @@
 #
 # zswapctl, the admin tool: status, stats (--json), swapon/swapoff, control
 # commands, top, and its refusals (not a mount, already swapped on, not root).
+# Its figures are checked against the mount's stats file, and its exit
+# status counts wherever its output is read (pipefail, or captured first).
 set -eu
 . "$(dirname "$0")/lib.sh"
 
@@ -13,12 +15,15 @@ require_root
 require_fuse
 [ -x "$ZSWAPCTL" ] || fail "zswapctl not built: $ZSWAPCTL"
 
+# ctl ARG...: zswapctl ARG..., under a deadline (it reads the mount).
+ctl() { zs_run 60 "$ZSWAPCTL" "$@"; }
+
 # ctl_run OUT ERR ARG...: run zswapctl, stdout to OUT, stderr to ERR; sets RC.
 ctl_run() {
 	local out=$1 err=$2
 	shift 2
 	RC=0
-	"$ZSWAPCTL" "$@" >"$out" 2>"$err" || RC=$?
+	ctl "$@" >"$out" 2>"$err" || RC=$?
 }
 
 # expect_fail RC WORDS ARG...: zswapctl ARG... must exit RC with WORDS on stderr.
@@ -39,7 +44,7 @@ in_swaps() { awk -v d="$1" '$1 == d { f = 1 } END { exit !f }' /proc/swaps; }
 _zc_release() {
 	local dev
 	for dev in $(loops_on "$1"); do
-		if in_swaps "$dev"; then timeout 120 swapoff "$dev" || log "swapoff $dev failed"; fi
+		if in_swaps "$dev"; then zs_run 120 swapoff "$dev" || log "swapoff $dev failed"; fi
 		losetup -d "$dev" || log "losetup -d $dev failed"
 	done
 }
@@ -52,20 +57,22 @@ push_undo _zc_release "$ZS_MNT"
 mnt=$ZS_MNT
 
 # ---- help, version, usage -----------------------------------------------------
-"$ZSWAPCTL" --help | grep -q 'swapon MOUNT' || fail "--help does not list swapon"
-"$ZSWAPCTL" --version | grep -q '^zswapctl ' || fail "--version"
+out=$(ctl --help) || fail "--help failed"
+grep -q 'swapon MOUNT' <<<"$out" || fail "--help does not list swapon"
+out=$(ctl --version) || fail "--version failed"
+grep -q '^zswapctl ' <<<"$out" || fail "--version: $out"
 expect_fail 2 "unknown command" frobnicate "$mnt"
 expect_fail 2 "idle" idle "$mnt"
 expect_fail 2 "bad priority" swapon "$mnt" --priority 99999
 
 # ---- status and stats ----------------------------------------------------------
 gen_data "$ZS_TMP/data" 256 text 5
-dd if="$ZS_TMP/data" of="$mnt/swap" bs=64k conv=notrunc,fsync status=none ||
+zs_run 30 dd if="$ZS_TMP/data" of="$mnt/swap" bs=64k conv=notrunc,fsync status=none ||
 	fail "writing to $mnt/swap"
 orig=$(zs_stat "$mnt" orig_data_size)
 [ "$orig" -gt 0 ] || fail "orig_data_size is 0 after writing"
 
-"$ZSWAPCTL" >"$ZS_TMP/status" || fail "zswapctl (no command) failed"
+ctl >"$ZS_TMP/status" || fail "zswapctl (no command) failed"
 head -n 1 "$ZS_TMP/status" |
 	grep -q '^MOUNTPOINT *DISKSIZE ALGORITHM *DATA *COMPR *TOTAL *RATIO BACKING SWAP$' ||
 	fail "status header: $(head -n 1 "$ZS_TMP/status")"
@@ -73,7 +80,7 @@ awk -v m="$mnt" '$1 == m { f = 1 } END { exit !f }' "$ZS_TMP/status" ||
 	{ cat "$ZS_TMP/status" >&2; fail "status does not list $mnt"; }
 
 # one row in bytes: MOUNTPOINT DISKSIZE ALGORITHM DATA COMPR TOTAL RATIO BACKING SWAP
-row=$("$ZSWAPCTL" status --bytes --noheadings "$mnt")
+row=$(ctl status --bytes --noheadings "$mnt") || fail "status --bytes failed"
 read -r r_mnt r_size r_algo r_data r_compr r_total r_ratio r_backing r_swap <<<"$row"
 [ "$r_mnt" = "$mnt" ] || fail "status row names $r_mnt, not $mnt"
 [ "$r_size" = 67108864 ] || fail "DISKSIZE $r_size, not 67108864"
@@ -86,35 +93,41 @@ sys.exit(abs(r - exp) > 0.006)' "$r_ratio" "$r_data" "$r_total" ||
 [ "$r_backing" = - ] || fail "BACKING $r_backing without writeback"
 [ "$r_swap" = - ] || fail "SWAP $r_swap before swapon"
 # human sizes: 64M for the disk size
-"$ZSWAPCTL" status -n "$mnt" | awk '{ exit !($2 == "64M") }' || fail "DISKSIZE is not 64M"
+out=$(ctl status -n "$mnt") || fail "status -n failed"
+awk '{ exit !($2 == "64M") }' <<<"$out" || fail "DISKSIZE is not 64M: $out"
 
-"$ZSWAPCTL" stats "$mnt" >"$ZS_TMP/stats.txt" || fail "stats failed"
-"$ZSWAPCTL" stats "$mnt" --json >"$ZS_TMP/stats.json" || fail "stats --json failed"
-"$PYTHON" - "$ZS_TMP/stats.json" "$ZS_TMP/stats.txt" "$mnt/stats" <<'EOF' || fail "stats --json"
+# stats and stats --json say what the stats file says (nothing runs in the
+# background on this mount: the figures hold still between the reads)
+ctl stats "$mnt" >"$ZS_TMP/stats.txt" || fail "stats failed"
+ctl stats "$mnt" --json >"$ZS_TMP/stats.json" || fail "stats --json failed"
+zs_run 10 cat "$mnt/stats" >"$ZS_TMP/stats.file" || fail "reading $mnt/stats failed"
+"$PYTHON" - "$ZS_TMP/stats.json" "$ZS_TMP/stats.txt" "$ZS_TMP/stats.file" <<'EOF' || fail "stats --json"
 import json, sys
 d = json.loads(open(sys.argv[1]).read())
 txt = [l.split(" ", 1) for l in open(sys.argv[2]).read().splitlines()]
-fresh = [l.split(" ", 1)[0] for l in open(sys.argv[3]).read().splitlines()]
+fresh = [l.split(" ", 1) for l in open(sys.argv[3]).read().splitlines()]
 assert isinstance(d, dict), "not an object"
-assert list(d) == [k for k, _ in txt], "keys differ from zswapctl stats"
-assert list(d) == fresh, "keys differ from the stats file"
+assert [k for k, _ in txt] == [k for k, _ in fresh], "zswapctl stats: keys differ from the file"
+assert list(d) == [k for k, _ in fresh], "--json: keys differ from the stats file"
 assert d["algorithm"] == "lz4", d["algorithm"]
 assert d["writeback_status"] == "none", d["writeback_status"]
 assert d["writeback_budget_left"] == "unlimited", d["writeback_budget_left"]
 assert d["fuse_transport"] in ("dev_fuse", "io_uring"), d["fuse_transport"]
 assert d["backing_cipher"] == "none", d["backing_cipher"]
-for k, v in txt:
-    if k in ("algorithm", "writeback_status", "writeback_budget_left", "fuse_transport",
-             "backing_cipher"):
-        assert isinstance(d[k], str) and d[k] == v, k
-        continue
+words = ("algorithm", "writeback_status", "writeback_budget_left", "fuse_transport",
+         "backing_cipher")
+for (k, v), (_, t) in zip(fresh, txt):
     # the daemon's own memory moves between two reads, and over io_uring
     # the reads of the stats file are ring requests themselves
     if k in ("rss_bytes", "uring_reqs"):
         assert isinstance(d[k], int) and (d[k] > 0 or k == "uring_reqs"), k
         continue
+    assert t == v, "zswapctl stats: %s is %r, the file says %r" % (k, t, v)
+    if k in words:
+        assert isinstance(d[k], str) and d[k] == v, k
+        continue
     assert isinstance(d[k], int), "%s is not a number" % k
-    assert d[k] == int(v), "%s: %r vs %r" % (k, d[k], v)
+    assert d[k] == int(v), "--json: %s is %r, the file says %r" % (k, d[k], v)
 assert d["orig_data_size"] > 0
 EOF
 
@@ -127,7 +140,7 @@ expect_fail 1 "no loop device" swapoff "$mnt"
 if command -v setpriv >/dev/null && setpriv --reuid=nobody --regid=nogroup --clear-groups \
 	test -x "$ZSWAPCTL" 2>/dev/null; then
 	RC=0
-	setpriv --reuid=nobody --regid=nogroup --clear-groups "$ZSWAPCTL" swapon "$mnt" \
+	zs_run 30 setpriv --reuid=nobody --regid=nogroup --clear-groups "$ZSWAPCTL" swapon "$mnt" \
 		2>"$ZS_TMP/err" || RC=$?
 	if [ "$RC" -ne 1 ] || ! grep -qF "swapon needs root" "$ZS_TMP/err"; then
 		cat "$ZS_TMP/err" >&2
@@ -140,24 +153,24 @@ fi
 
 # ---- control commands ----------------------------------------------------------
 before=$(zs_stat "$mnt" compactions)
-"$ZSWAPCTL" compact "$mnt" || fail "compact failed"
+ctl compact "$mnt" || fail "compact failed"
 for ((i = 0; i < 50; i++)); do
 	[ "$(zs_stat "$mnt" compactions)" -gt "$before" ] && break
 	sleep 0.1
 done
 [ "$(zs_stat "$mnt" compactions)" -gt "$before" ] || fail "compact did not run a compaction"
-"$ZSWAPCTL" idle "$mnt" all || fail "idle all failed"
+ctl idle "$mnt" all || fail "idle all failed"
 expect_fail 1 "'recompress type=bogus': Invalid argument" recompress "$mnt" type=bogus
 expect_fail 1 "'idle soon': Invalid argument" idle "$mnt" soon
 
 # ---- top -----------------------------------------------------------------------
-"$ZSWAPCTL" top "$mnt" -n 2 -d 0.2 >"$ZS_TMP/top" || fail "top -n 2 failed"
+ctl top "$mnt" -n 2 -d 0.2 >"$ZS_TMP/top" || fail "top -n 2 failed"
 [ "$(grep -c '^zswapfs ' "$ZS_TMP/top")" -eq 2 ] || { cat "$ZS_TMP/top" >&2; fail "top: not 2 refreshes"; }
 grep -q '^pages/s *reads [0-9.]* *writes [0-9.]*' "$ZS_TMP/top" || fail "top: no rates"
 grep -q $'\033' "$ZS_TMP/top" && fail "top wrote escapes to a file"
 
 # ---- swapon / swapoff -------------------------------------------------------------
-"$ZSWAPCTL" swapon "$mnt" --priority 7 >"$ZS_TMP/dev" || fail "swapon failed"
+ctl swapon "$mnt" --priority 7 >"$ZS_TMP/dev" || fail "swapon failed"
 dev=$(cat "$ZS_TMP/dev")
 case $dev in /dev/loop[0-9]*) ;; *) fail "swapon printed '$dev'" ;; esac
 [ "$(loops_on "$mnt")" = "$dev" ] || fail "losetup -j shows '$(loops_on "$mnt")', not $dev"
@@ -168,18 +181,20 @@ awk -v d="$dev" '$1 == d && $NF == 7 { f = 1 } END { exit !f }' /proc/swaps ||
 expect_fail 1 "already swapped on ($dev)" swapon "$mnt"
 [ "$(loops_on "$mnt" | wc -l)" -eq 1 ] || fail "the refused swapon attached a device"
 
-"$ZSWAPCTL" status --noheadings "$mnt" | grep -qF "$dev [SWAP]" || fail "status: no $dev [SWAP]"
+out=$(ctl status --noheadings "$mnt") || fail "status failed"
+grep -qF "$dev [SWAP]" <<<"$out" || fail "status: no $dev [SWAP]: $out"
 
-"$ZSWAPCTL" swapoff "$mnt" || fail "swapoff failed"
+ctl swapoff "$mnt" || fail "swapoff failed"
 in_swaps "$dev" && fail "$dev still in /proc/swaps after swapoff"
 [ -z "$(loops_on "$mnt")" ] || fail "loop device still attached after swapoff"
 expect_fail 1 "no loop device" swapoff "$mnt"
-"$ZSWAPCTL" status --noheadings "$mnt" | awk '{ exit !($NF == "-") }' || fail "SWAP after swapoff"
+out=$(ctl status --noheadings "$mnt") || fail "status failed"
+awk '{ exit !($NF == "-") }' <<<"$out" || fail "SWAP after swapoff: $out"
 
 # again without a priority: the kernel chooses one
-dev=$("$ZSWAPCTL" swapon "$mnt") || fail "second swapon failed"
+dev=$(ctl swapon "$mnt") || fail "second swapon failed"
 in_swaps "$dev" || fail "$dev not in /proc/swaps"
-"$ZSWAPCTL" swapoff "$mnt" || fail "second swapoff failed"
+ctl swapoff "$mnt" || fail "second swapoff failed"
 [ -z "$(loops_on "$mnt")" ] || fail "loop device left after the second swapoff"
 
 zs_umount
