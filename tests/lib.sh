@@ -291,6 +291,17 @@ zs_alive() {
 	kill -0 "$ZS_PID" 2>/dev/null || { cat "$ZS_LOG" >&2; fail "the daemon (pid $ZS_PID) died"; }
 }
 
+# zs_daemon_pids REGEX: pids of daemon processes whose command line matches
+# REGEX (as pgrep -f); the daemon's unmount helper (named zswapfs-umount,
+# with the daemon's command line) is not one of them.
+zs_daemon_pids() {
+	local p
+	for p in $(pgrep -f "$1"); do
+		[ "$(cat "/proc/$p/comm" 2>/dev/null)" = zswapfs ] && echo "$p"
+	done
+	return 0
+}
+
 # zs_fuse_abort MOUNT: abort the FUSE connection of MOUNT through fusectl, so
 # that every process waiting on it gets an error instead of hanging: a test's
 # last resort against a hung daemon.  Reads /proc/self/mountinfo, never the

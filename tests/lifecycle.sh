@@ -82,7 +82,8 @@ push_undo rmdir -- "$mnt"
 _zs_is_mounted "$mnt" || fail "zswapfs without -f returned before the mount was ready"
 push_undo umount "$mnt"
 zs_watch_mount "$mnt"
-pids=$(pgrep -f "^$ZSWAPFS zswapfs $mnt") || fail "no daemon process for $mnt"
+pids=$(zs_daemon_pids "^$ZSWAPFS zswapfs $mnt")
+[ -n "$pids" ] || fail "no daemon process for $mnt"
 [ "$(wc -w <<<"$pids")" -eq 1 ] || fail "more than one daemon process for $mnt: $pids"
 pid=$pids
 echo hello | zs_run 30 dd of="$mnt/swap" bs=512 conv=sync oflag=direct status=none ||

@@ -152,7 +152,7 @@ dd if="$ZS_TMP/data" of="$mnt/swap" bs=64K oflag=direct conv=notrunc status=none
 cmp -s "$ZS_TMP/data" <(head -c $((64 * 4096)) "$mnt/swap") || fail "data differs"
 echo compact >"$mnt/control"
 [ "$(awk '$1 == "no_new_privs" { print $2 }' "$mnt/stats")" = 1 ] || fail "no_new_privs is not 1"
-pid=$(pgrep -f "^$ZSWAPFS zswapfs $mnt" | head -n1)
+pid=$(zs_daemon_pids "^$ZSWAPFS zswapfs $mnt" | head -n1)
 [ -n "$pid" ] || fail "no daemon for $mnt"
 kill -TERM "$pid"
 for ((i = 0; i < 100; i++)); do _zs_is_mounted "$mnt" || break; sleep 0.1; done

@@ -25,7 +25,7 @@ POLL_EVERY=25
 
 require_fuse
 require_root
-require_cgroup_v1_memory
+require_memory_cgroup
 require_memhog
 [ -f "$SHIM" ] || fail "shim not built: $SHIM (make check builds it)"
 make_tmpdir
