@@ -356,10 +356,11 @@ static void backing_seeds(void)
 {
 	char dir[] = "/var/tmp/zswapfs-mkseed.XXXXXX", path[64], err[256];
 	static const uint16_t lens[4] = { 1, 700, 1333, PAGE };
+	static const uint16_t lens_end[4] = { 1, 700, PAGE, 1333 };
 	static unsigned char page[PAGE], seg[BACKING_SEG_SIZE], hdr[BACKING_FILE_HDR_SIZE];
 	static const char text[] = "PRETTY_NAME=\"Debian GNU/Linux 12 (bookworm)\"\n"
 				   "NAME=\"Debian GNU/Linux\"\n";
-	uint64_t loc[4], at, next;
+	uint64_t loc[4], at, next, tail;
 	struct backing *b;
 	struct seed s;
 	uint32_t v;
@@ -396,26 +397,40 @@ static void backing_seeds(void)
 	s.b[0] = FB_HOW(FB_WALK, 1, 0);
 	put_seed("walk-4-plain-objects-sealed", &s);
 
-	/* Segment 1: full of raw pages, then the four objects at its end,
-	 * walked from there, counted back from the end. */
+	/*
+	 * Segment 1: raw pages, one object to fill the gap, then the four
+	 * objects, a 1333-byte one last, ending where the segment does: a
+	 * longer len in that one's header crosses the end, the case of the
+	 * walk's bounds check.  Walked from the four, counted back from the end.
+	 */
 	if (backing_append(b, 99, 0, page, 1, &at))
 		exit(1);
 	backing_abort(b);
 	if (backing_flush(b))
 		exit(1);
-	next = BACKING_SEG_SIZE;
-	for (i = 0; BACKING_SEG_SIZE - next % BACKING_SEG_SIZE >= 6288 + obj_size(PAGE); i++) {
-		if (backing_append(b, 200 + (uint32_t)i, 0, page, PAGE, &at))
+	tail = obj_size(lens_end[0]) + obj_size(lens_end[1]) + obj_size(lens_end[2]) +
+	       obj_size(lens_end[3]);
+	next = 0;
+	for (i = 0; BACKING_SEG_SIZE - next - tail > obj_size(PAGE); i++)
+		next += obj_size(PAGE);
+	/* Whole pages leave 48..4128 bytes (here 2032), which one object fills. */
+	if (BACKING_SEG_SIZE - next - tail < obj_size(1) ||
+	    BACKING_SEG_SIZE - next - tail > obj_size(PAGE))
+		exit(1);
+	while (i--)
+		if (backing_append(b, 200 + (uint32_t)i, 0, page, PAGE, &at) ||
+		    at / BACKING_SEG_SIZE != 1)
 			exit(1);
-		next = at + obj_size(PAGE);
-	}
+	if (backing_append(b, 199, 0, page,
+			   (uint16_t)(BACKING_SEG_SIZE - next - tail - BACKING_HDR_SIZE), &at))
+		exit(1);
 	for (i = 0; i < 4; i++) {
 		text_page(page, (unsigned int)i);
-		if (backing_append(b, 100 + (uint32_t)i, (uint8_t)(i % 3), page, lens[i], &loc[i]) ||
-		    loc[i] / BACKING_SEG_SIZE != 1)
+		if (backing_append(b, 100 + (uint32_t)i, (uint8_t)(i % 3), page, lens_end[i],
+				   &loc[i]) || loc[i] / BACKING_SEG_SIZE != 1)
 			exit(1);
 	}
-	if (backing_flush(b) ||
+	if (loc[3] + obj_size(lens_end[3]) != 2 * BACKING_SEG_SIZE || backing_flush(b) ||
 	    pread(fd, seg, BACKING_SEG_SIZE, BACKING_SEG_SIZE) != BACKING_SEG_SIZE)
 		exit(1);
 	at = loc[0] % BACKING_SEG_SIZE;
@@ -425,6 +440,14 @@ static void backing_seeds(void)
 	e32(&s, 1);
 	emit(&s, seg + at, BACKING_SEG_SIZE - at);
 	put_seed("walk-4-objects-at-end", &s);
+	/* The last alone: a short input, whose len a mutation soon makes cross. */
+	at = loc[3] % BACKING_SEG_SIZE;
+	s.n = 0;
+	e8(&s, FB_HOW(FB_WALK, 0, 1));
+	e16(&s, (unsigned int)((BACKING_SEG_SIZE - at) / 16 - 1));
+	e32(&s, 1);
+	emit(&s, seg + at, BACKING_SEG_SIZE - at);
+	put_seed("walk-last-object-at-end", &s);
 
 	/* Segment 2 (the flush closed 1): three objects, each read at its
 	 * offset, with the objects after it; plain, then sealed. */
@@ -435,6 +458,7 @@ static void backing_seeds(void)
 			exit(1);
 	}
 	next = loc[2] + obj_size(lens[2]);
+	memset(seg, 0, sizeof(seg));
 	if (backing_flush(b) || pread(fd, seg, BACKING_SEG_SIZE, 2 * BACKING_SEG_SIZE) <
 				    (ssize_t)(next % BACKING_SEG_SIZE))
 		exit(1);
