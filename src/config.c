@@ -18,6 +18,7 @@ enum setting_type {
 	SETTING_CODEC,		/* a codec name */
 	SETTING_BOOL,		/* true/false, yes/no, on/off, 1/0 */
 	SETTING_PATH,		/* an absolute path, or "" for none */
+	SETTING_CHOICE,		/* one of the words in choices */
 };
 
 struct setting {
@@ -57,6 +58,11 @@ static const struct setting settings[] = {
 	{ "fuse_uring", SETTING_BOOL, 0, 1, false, "true", OFF(fuse_uring),
 	  "take requests through FUSE over io_uring where the kernel allows it "
 	  "(fuse module parameter enable_uring=Y)" },
+	/* Locked memory kept for new pages (reserve.h says how it is sized). */
+	{ "reserve", SETTING_SIZE, 0, INT64_C(1) << 40, false, "0", OFF(reserve),
+	  "memory kept resident for writes that need new pages; 0: sized from the write rate" },
+	{ "memcg", SETTING_CHOICE, 0, 0, false, "move", OFF(memcg),
+	  "under a memory cgroup limit: move out of it, refuse to start, or ignore the risk" },
 
 	{ "recompress.enabled", SETTING_BOOL, 0, 1, false, "true", OFF(recompress_enabled),
 	  "recompress idle pages in the background" },
@@ -104,6 +110,24 @@ static const struct setting settings[] = {
 };
 
 #define NR_SETTINGS (sizeof(settings) / sizeof(settings[0]))
+
+/* The words of each SETTING_CHOICE setting (a char[16] field). */
+static const struct {
+	size_t offset;
+	const char *words;	/* "a|b|c" */
+} setting_choices[] = {
+	{ OFF(memcg), "move|refuse|ignore" },
+};
+
+static const char *choices_of(const struct setting *s)
+{
+	size_t i;
+
+	for (i = 0; i < sizeof(setting_choices) / sizeof(setting_choices[0]); i++)
+		if (setting_choices[i].offset == s->offset)
+			return setting_choices[i].words;
+	return "";
+}
 
 static const struct setting *setting_find(const char *name)
 {
@@ -236,6 +260,24 @@ static int setting_apply(const struct setting *s, struct zs_config *cfg, const c
 		_Static_assert(sizeof(cfg->algorithm) == sizeof(cfg->recompress_algorithm),
 			       "codec fields share one size");
 		return 0;
+	case SETTING_CHOICE: {
+		size_t n = strlen(value);
+		const char *c = choices_of(s);
+
+		while (c) {
+			if (!strncmp(c, value, n) && (c[n] == '|' || c[n] == '\0') && n &&
+			    n < sizeof(cfg->memcg)) {
+				strcpy(field, value);
+				return 0;
+			}
+			c = strchr(c, '|');
+			if (c)
+				c++;
+		}
+		snprintf(errbuf, errlen, "%s: %s: '%s' is not one of %s", where, s->name, value,
+			 choices_of(s));
+		return -EINVAL;
+	}
 	case SETTING_PATH:
 		/* The daemon changes to / when it goes to the background. */
 		if (value[0] && value[0] != '/') {

@@ -23,6 +23,8 @@ struct zs_config {
 	int64_t threads;		/* request threads */
 	int64_t busy_poll_us;		/* spin this long for the next request */
 	bool fuse_uring;		/* FUSE over io_uring when the kernel allows */
+	uint64_t reserve;		/* bytes; 0 = sized from the write rate */
+	char memcg[16];			/* under a memory limit: move, refuse, ignore */
 
 	/* Idle recompression (recompress.*) */
 	bool recompress_enabled;

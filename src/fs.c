@@ -17,6 +17,7 @@
 #include "harden.h"
 #include "log.h"
 #include "policy.h"
+#include "reserve.h"
 #include "store.h"
 #include "uring.h"
 
@@ -485,6 +486,7 @@ static void *loop_thread(void *arg)
 	int res;
 
 	current_thread = t;
+	reserve_prepare_thread();	/* serving must not fault: reserve.h */
 	while (!fuse_session_exited(t->se)) {
 		res = fuse_session_receive_buf(t->se, &buf);
 		/*
@@ -585,6 +587,7 @@ static int ring_thread_start(void *arg, unsigned int qid)
 		return err;
 	}
 	current_thread = t;
+	reserve_prepare_thread();
 	return 0;
 }
 

@@ -14,6 +14,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/sysinfo.h>
 #include <unistd.h>
 
 #include <fuse_lowlevel.h>
@@ -24,7 +25,10 @@
 #include "fs.h"
 #include "harden.h"
 #include "log.h"
+#include "memcg.h"
 #include "policy.h"
+#include "reserve.h"
+#include "stats.h"
 #include "store.h"
 
 struct cmdline {
@@ -207,6 +211,27 @@ static int make_room(void *policy)
 	return policy_make_room(policy);
 }
 
+/*
+ * Out from under a memory cgroup limit, or refuse, as the memcg setting
+ * says (memcg.h).  Before anything big is allocated, so that it is charged
+ * where we end up, and before any thread exists.  -1 after a message.
+ */
+static int leave_memcg(const struct zs_config *cfg)
+{
+	enum memcg_mode mode = MEMCG_MOVE;
+	struct sysinfo si;
+	char err[1024];
+
+	memcg_mode_parse(cfg->memcg, &mode);	/* the setting's table checked the word */
+	if (sysinfo(&si))
+		si.totalram = 0, si.mem_unit = 1;
+	if (memcg_apply(NULL, mode, (uint64_t)si.totalram * si.mem_unit, err, sizeof(err))) {
+		fprintf(stderr, "zswapfs: %s\n", err);
+		return -1;
+	}
+	return 0;
+}
+
 /* Open the backing file, or NULL with nothing to open; -1 after a message. */
 static int open_backing(const struct zs_config *cfg, struct backing **out)
 {
@@ -228,7 +253,9 @@ static int open_backing(const struct zs_config *cfg, struct backing **out)
 
 int main(int argc, char **argv)
 {
+	struct reserve_config rcfg;
 	struct policy_config pcfg;
+	struct reserve *reserve;
 	struct backing *backing;
 	struct store_params sp;
 	struct fuse_session *se;
@@ -239,7 +266,9 @@ int main(int argc, char **argv)
 	char fsname[300];
 	int err, i, ret = 1;
 
-	if (parse_cmdline(&cl, argc, argv) || load_settings(&cfg, &cl))
+	/* Before anything is allocated: the heap the request path takes from. */
+	reserve_setup_malloc();
+	if (parse_cmdline(&cl, argc, argv) || load_settings(&cfg, &cl) || leave_memcg(&cfg))
 		goto out_args;
 
 	snprintf(fsname, sizeof(fsname), "-ofsname=%s,subtype=zswapfs",
@@ -283,13 +312,21 @@ int main(int argc, char **argv)
 	/* Before any thread exists: threads inherit the flag. */
 	harden_io_flusher();
 	harden_memory();
+	stats_init();
 	log_info("serving %s: %llu MiB, %s, mem_limit %llu MiB, %u thread(s)%s", cl.mountpoint,
 		 (unsigned long long)(cfg.size >> 20), cfg.algorithm,
 		 (unsigned long long)(cfg.mem_limit >> 20), fs.threads,
 		 fs.uring_wanted ? ", FUSE over io_uring" : "");
 
 	/* After fork and mlockall: threads do not survive fuse_daemonize's
-	 * fork, and their stacks must be locked. */
+	 * fork, and their stacks must be locked.  The reserve first: every
+	 * thread that allocates from the arena must find it in reserve mode. */
+	rcfg.fixed_bytes = cfg.reserve;
+	reserve = reserve_start(store_arena(st), &rcfg);
+	if (!reserve) {
+		log_err("cannot fill the reserve of locked memory: %s", strerror(errno));
+		goto out_unmount;
+	}
 	pcfg.recompress = cfg.recompress_enabled;
 	pcfg.idle_age = (uint32_t)cfg.recompress_idle_age;
 	pcfg.threshold = (size_t)cfg.recompress_threshold;
@@ -304,7 +341,7 @@ int main(int argc, char **argv)
 	fs.policy = policy_start(st, &pcfg);
 	if (!fs.policy) {
 		log_err("cannot start the policy thread: %s", strerror(errno));
-		goto out_unmount;
+		goto out_reserve;
 	}
 	if (backing) {
 		log_info("writing back to %s (%s)", cfg.writeback_backing_file,
@@ -319,7 +356,8 @@ int main(int argc, char **argv)
 		ret = 0;
 	store_set_make_room(st, NULL, NULL);
 	policy_stop(fs.policy);
-
+out_reserve:
+	reserve_stop(reserve);
 out_unmount:
 	fuse_session_unmount(se);
 out_session:
@@ -331,6 +369,7 @@ out_store:
 out_backing:
 	backing_close(backing);
 out_args:
+	memcg_restore();
 	for (i = 0; i < cl.nr_settings; i++)
 		free(cl.settings[i]);
 	free(cl.mountpoint);

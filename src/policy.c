@@ -1,4 +1,7 @@
 /* SPDX-License-Identifier: GPL-2.0-or-later */
+#ifndef _GNU_SOURCE
+#define _GNU_SOURCE	/* pthread_setname_np */
+#endif
 #include <errno.h>
 #include <pthread.h>
 #include <stdatomic.h>
@@ -344,6 +347,7 @@ static void *policy_thread(void *arg)
 	struct policy *pol = arg;
 	time_t last_auto = time(NULL);
 
+	pthread_setname_np(pthread_self(), "zswapfs-policy");
 	/* Below every request: see the header on why not SCHED_IDLE. */
 	if (setpriority(PRIO_PROCESS, (id_t)syscall(SYS_gettid), 19))
 		log_warn("policy thread: cannot lower its priority");

@@ -1,16 +1,24 @@
 /* SPDX-License-Identifier: GPL-2.0-or-later */
+#include <fcntl.h>
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <sys/prctl.h>
 #include <unistd.h>
 
 #include "arena.h"
 #include "backing.h"
 #include "codec.h"
+#include "memcg.h"
 #include "policy.h"
+#include "reserve.h"
 #include "stats.h"
 #include "store.h"
 #include "uring.h"
+
+#ifndef PR_GET_IO_FLUSHER
+#define PR_GET_IO_FLUSHER 58
+#endif
 
 void stats_io_account(struct stats_io *io, enum stats_req kind, uint64_t bytes, uint64_t ns,
 		      int err)
@@ -28,16 +36,40 @@ void stats_io_account(struct stats_io *io, enum stats_req kind, uint64_t bytes, 
 		atomic_fetch_add_explicit(&io->errors[kind], 1, memory_order_relaxed);
 }
 
+static int statm_fd = -1;
+
+void stats_init(void)
+{
+	char buf[128];
+
+	if (statm_fd >= 0)
+		return;
+	statm_fd = open("/proc/self/statm", O_RDONLY | O_CLOEXEC);
+	/* The first read allocates the seq_file's buffer: now, not while serving. */
+	if (statm_fd >= 0 && pread(statm_fd, buf, sizeof(buf), 0) < 0) {
+		close(statm_fd);
+		statm_fd = -1;
+	}
+}
+
 uint64_t stats_rss_bytes(void)
 {
 	unsigned long size, resident = 0;
-	FILE *f = fopen("/proc/self/statm", "re");
+	char buf[128];
+	ssize_t n;
+	int fd = statm_fd >= 0 ? statm_fd : open("/proc/self/statm", O_RDONLY | O_CLOEXEC);
 
-	if (!f)
+	if (fd < 0)
 		return 0;
-	if (fscanf(f, "%lu %lu", &size, &resident) != 2)
+	/* From offset 0 each time: the kernel keeps the seq_file's buffer. */
+	n = pread(fd, buf, sizeof(buf) - 1, 0);
+	if (fd != statm_fd)
+		close(fd);
+	if (n <= 0)
+		return 0;
+	buf[n] = '\0';
+	if (sscanf(buf, "%lu %lu", &size, &resident) != 2)
 		resident = 0;
-	fclose(f);
 	return (uint64_t)resident * (uint64_t)sysconf(_SC_PAGESIZE);
 }
 
@@ -94,6 +126,31 @@ static void put_backing(struct text *t, struct backing *b, const struct policy_s
 		put_text(t, "writeback_budget_left", "unlimited");
 	put_text(t, "writeback_status",
 		 ps->has_writeback ? writeback_status_name(ws->status) : "none");
+}
+
+/* The reserve (reserve.h), the memory cgroup (memcg.h), PR_SET_IO_FLUSHER. */
+static void put_reserve(struct text *t, const struct arena_stats *as)
+{
+	struct reserve_stats rs;
+	struct memcg_report mr;
+	int flusher = prctl(PR_GET_IO_FLUSHER, 0, 0, 0, 0);
+
+	reserve_get_stats(&rs);
+	memcg_get_report(&mr);
+	put(t, "reserve_bytes", as->reserve_pages * ARENA_PAGE_SIZE);
+	put(t, "reserve_target_bytes", as->reserve_target * ARENA_PAGE_SIZE);
+	put(t, "reserve_dry", as->reserve_dry);
+	put(t, "reserve_refills", as->refills);
+	put(t, "reserve_refill_bytes", as->refill_pages * ARENA_PAGE_SIZE);
+	put(t, "reserve_trimmed_bytes", as->trimmed_pages * ARENA_PAGE_SIZE);
+	put(t, "reserve_peak_rate", rs.peak_rate);
+	put(t, "reserve_refill_max_us", rs.refill_max_us);
+	put(t, "reserve_refill_failures", rs.refill_failures);
+	put(t, "reserve_wakeups", rs.wakeups);
+	put(t, "arena_desc_bytes", as->desc_bytes);
+	put(t, "io_flusher", flusher > 0);
+	put_text(t, "memcg", mr.state);
+	put(t, "memcg_limit_bytes", mr.limit);
 }
 
 char *stats_snapshot(struct store *st, struct policy *pol, const struct stats_io *io,
@@ -173,6 +230,7 @@ char *stats_snapshot(struct store *st, struct policy *pol, const struct stats_io
 	put(&t, "uring_reqs", uring_session_requests());
 	/* Fragmentation: places allocated in spans but holding no object. */
 	put(&t, "frag_bytes", arena_unused_bytes(cls));
+	put_reserve(&t, &as);
 	for (i = 0; i < ARENA_NR_CLASSES; i++) {
 		if (!cls[i].spans)
 			continue;

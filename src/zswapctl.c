@@ -937,7 +937,7 @@ static int cmd_swapoff(int argc, char **argv)
 /*
  * A value is a JSON number when it is a whole number as the stats file
  * writes them; the others are strings: algorithm, writeback_status,
- * fuse_transport, and writeback_budget_left when it is "unlimited".
+ * fuse_transport, memcg, and writeback_budget_left when it is "unlimited".
  */
 static bool json_number(const char *v)
 {
