@@ -269,6 +269,24 @@ zs_alive() {
 	kill -0 "$ZS_PID" 2>/dev/null || { cat "$ZS_LOG" >&2; fail "the daemon (pid $ZS_PID) died"; }
 }
 
+# zs_fuse_abort MOUNT: abort the FUSE connection of MOUNT through fusectl, so
+# that every process waiting on it gets an error instead of hanging: a test's
+# last resort against a hung daemon.  Reads /proc/self/mountinfo, never the
+# mount itself (a stat of a hung mount would hang too).
+zs_fuse_abort() {
+	local dev ctl=/sys/fs/fuse/connections
+	dev=$(awk -v m="$1" '$5 == m { d = $3 } END { print d }' /proc/self/mountinfo)
+	[ -n "$dev" ] || return 0
+	if ! awk -v c="$ctl" '$2 == c { f = 1 } END { exit !f }' /proc/mounts; then
+		mount -t fusectl fusectl "$ctl" 2>/dev/null || true
+	fi
+	if echo 1 >"$ctl/${dev#*:}/abort" 2>/dev/null; then
+		log "aborted the FUSE connection of $1 (device $dev)"
+	else
+		log "could not abort the FUSE connection of $1 (device $dev)"
+	fi
+}
+
 # zs_stat MOUNT KEY: print the value of KEY in MOUNT/stats; fail if absent.
 zs_stat() {
 	local v
