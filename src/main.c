@@ -283,6 +283,9 @@ int main(int argc, char **argv)
 	sp.recomp_level = (int)cfg.recompress_level;
 	if (open_backing(&cfg, &backing))
 		goto out_args;
+	/* A discard on a request thread must not punch the file (backing.h). */
+	if (backing)
+		backing_defer_punch(backing);
 	sp.backing = backing;
 	sp.promote = cfg.writeback_promote;
 	st = store_create(&sp);

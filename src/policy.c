@@ -13,6 +13,7 @@
 #include <unistd.h>
 
 #include "arena.h"
+#include "backing.h"
 #include "harden.h"
 #include "log.h"
 #include "policy.h"
@@ -408,8 +409,11 @@ static void *policy_thread(void *arg)
 		pthread_mutex_unlock(&pol->lock);
 
 		idle_due = time(NULL) - last_auto >= POLICY_AUTO_PASS_S;
-		if (pol->wb)
+		if (pol->wb) {
+			/* Segments that died on request threads (backing_defer_punch). */
+			backing_reap(store_backing(pol->st));
 			auto_writeback(pol, idle_due);
+		}
 		maybe_compact(pol);
 		if (idle_due)
 			last_auto = time(NULL);

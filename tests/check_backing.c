@@ -655,6 +655,55 @@ START_TEST(test_flush_error_abort)
 }
 END_TEST
 
+/*
+ * With backing_defer_punch() a thread serving swap never punches: the
+ * segment its free emptied waits, counted as used, until the writer reaps
+ * it (backing_reap(), or its next flush).
+ */
+START_TEST(test_deferred_punch)
+{
+	static struct obj a[600], c[600];
+	struct backing_stats s;
+	struct backing *b;
+	uint64_t blocks_full;
+	uint32_t na, nc, i;
+
+	b = backing_open(path, 8 * MIB, err, sizeof(err));
+	ck_assert_msg(b != NULL, "%s", err);
+	backing_defer_punch(b);
+	na = fill_segment(b, 0, a);
+	ck_assert_int_eq(backing_flush(b), 0);
+	nc = fill_segment(b, 10000, c);
+	ck_assert_int_eq(backing_flush(b), 0);
+	blocks_full = file_blocks();
+	for (i = 0; i < na; i++)
+		backing_free(b, a[i].loc, a[i].len);
+	/* nothing punched yet, the segment not free */
+	ck_assert_uint_eq(file_blocks(), blocks_full);
+	backing_get_stats(b, &s);
+	ck_assert_uint_eq(s.holes_punched, 0);
+	ck_assert_uint_eq(s.segments, 3);
+	backing_reap(b);
+	ck_assert_uint_le(file_blocks() * 512 + SEG - 4096, blocks_full * 512);
+	backing_get_stats(b, &s);
+	ck_assert_uint_eq(s.holes_punched, 1);
+	ck_assert_uint_eq(s.segments, 2);
+	backing_reap(b);	/* nothing left to do */
+	backing_get_stats(b, &s);
+	ck_assert_uint_eq(s.holes_punched, 1);
+
+	/* segment 1 dies too; the next flush reaps it before it opens one */
+	for (i = 0; i < nc; i++)
+		backing_free(b, c[i].loc, c[i].len);
+	backing_get_stats(b, &s);
+	ck_assert_uint_eq(s.holes_punched, 1);
+	ck_assert_int_eq(backing_flush(b), 0);
+	backing_get_stats(b, &s);
+	ck_assert_uint_eq(s.holes_punched, 2);
+	backing_close(b);
+}
+END_TEST
+
 /* ---- concurrency ------------------------------------------------------------- */
 
 #define CONC_OBJ 4000
@@ -835,6 +884,7 @@ static Suite *backing_suite(void)
 	tcase_add_test(tc, test_bad_args);
 	tcase_add_test(tc, test_corruption);
 	tcase_add_test(tc, test_free_punch_reuse);
+	tcase_add_test(tc, test_deferred_punch);
 	tcase_add_test(tc, test_free_before_flush);
 	tcase_add_test(tc, test_full);
 	tcase_add_test(tc, test_flush_error_abort);
