@@ -25,8 +25,10 @@
  * time, cut into descriptors of the class's size rounded up to DESC_ALIGN
  * (one free list per rounded size).  A request thread so never reaches
  * malloc, whose heap could have to grow (a fault) under it.  Descriptor
- * pages are kept once mapped: they come to about 1% of the span memory at
- * its peak (class 1504: 128 bytes for a span of 7 pages).  Chunks are found
+ * pages are kept once mapped: about 1% of the span memory at its peak
+ * (class 1504: 176 bytes for a span of 7 pages), plus at most a page for
+ * each descriptor size in use (about 30 sizes), plus the free pages kept
+ * for the reserve's spans (desc_pages_wanted()).  Chunks are found
  * through a two-level directory of fixed-size blocks that are only ever
  * added, never moved, so arena_map() can read it without a lock while other
  * threads map chunks.
