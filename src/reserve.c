@@ -25,12 +25,13 @@
 #define RESERVE_IDLE_MS		1000u
 /*
  * How long the reserve must last at the peak rate: how long a refill may
- * wait in reclaim.  Measured in tests/self_reclaim.sh part 1 (512 MiB
- * through swap on the 2-CPU VM): peaks of 80-110 MiB/s of arena pages
- * (reserve_peak_rate), refills of up to 20-60 ms (reserve_refill_max_us),
- * no write ever found the reserve dry; 250 ms is 4 times the longest wait
- * seen.  Inside a full memory cgroup a refill waits as long as the cgroup
- * stays full (seconds: part 3), which no size covers: see memcg.h.
+ * wait in reclaim.  Measured in 20 runs of tests/self_reclaim.sh part 1
+ * (512 MiB through swap on the 2-CPU VM): peaks of 75-155 MiB/s of arena
+ * pages (reserve_peak_rate), the longest refill 11-44 ms per run
+ * (reserve_refill_max_us), no write ever found the reserve dry; 250 ms is
+ * over 5 times the longest wait seen.  Inside a full memory cgroup a refill
+ * waits as long as the cgroup stays full (seconds: part 3), which no size
+ * covers: see memcg.h.
  */
 #define RESERVE_LAST_MS		250u
 /* Two chunks: one being used up while the next is mapped. */
