@@ -67,8 +67,13 @@ zs_start_in_cgroup() {
 		sleep 0.1
 	done
 	ZS_PID=$(cat "$ZS_TMP/daemon.pid") || fail "the daemon did not start"
+	# The cgroup a move makes, should the daemon die without removing it.
+	push_undo own_cgroup_gone "$(dirname "$ZS_CG")/zswapfs-$ZS_PID"
 	push_undo _zs_teardown "$ZS_MNT" "$ZS_PID"
 }
+
+# shellcheck disable=SC2317 # run by the clean-up
+own_cgroup_gone() { [ ! -d "$1" ] || rmdir "$1"; }
 
 # The file that limits $ZS_CG: v1 or v2.
 cg_limit_file() {
