@@ -570,12 +570,16 @@ static uint64_t desc_pages_wanted(const struct arena *a, uint64_t pages)
 	return DESC_MIN_PAGES + (pages * per_page + ARENA_PAGE_SIZE - 1) / ARENA_PAGE_SIZE;
 }
 
-/* Below half the target, out of descriptor pages, or no run for the longest span. */
+/*
+ * A quarter of the target used, out of descriptor pages, or no run for the
+ * longest span: time to wake the refiller, so that it runs while three
+ * quarters are left.
+ */
 static bool reserve_low(struct arena *a)
 {
 	uint64_t target = atomic_load_explicit(&a->reserve_target, memory_order_relaxed);
 
-	return free_resident(a) < target / 2 || a->nr_desc_pages < DESC_MIN_PAGES / 2 ||
+	return free_resident(a) < target / 4 * 3 || a->nr_desc_pages < DESC_MIN_PAGES / 2 ||
 	       !chunk_find_fit(a, SPAN_MAX_PAGES);
 }
 

@@ -96,8 +96,8 @@ uint64_t arena_compact(struct arena *a, arena_migrate_fn migrate, void *cookie);
 /*
  * Reserve mode: from now on arena_alloc() and arena_free() make no system
  * call (see the top of this file).  low(arg) is called, from a request
- * thread and with an arena lock held, when the reserve falls below half its
- * target or runs dry; it must only wake the refilling thread (an eventfd
+ * thread and with an arena lock held, when the reserve falls below three
+ * quarters of its target or runs dry; it must only wake the refilling thread (an eventfd
  * write).  It is called again only after the next arena_refill().
  */
 void arena_set_reserve_mode(struct arena *a, void (*low)(void *arg), void *arg);

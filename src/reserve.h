@@ -26,8 +26,9 @@
  *
  * Sizing.  The reserve must last as long as a refill may take while it
  * waits in reclaim: RESERVE_LAST_MS of the highest write rate seen (arena
- * pages taken a second, over RESERVE_TICK_MS windows; the peak decays with
- * a half-life of RESERVE_PEAK_HALF_S), within RESERVE_MIN..RESERVE_MAX, and
+ * pages taken a second, over RESERVE_TICK_MS windows, or less when a burst
+ * wakes the thread early; the peak decays with a half-life of
+ * RESERVE_PEAK_HALF_S), within RESERVE_MIN..RESERVE_MAX, and
  * under mem_limit no more than the room left below it (at least
  * RESERVE_MIN).  The `reserve` setting fixes the size instead.  Above twice
  * the target (plus a chunk) free pages are given back, down to the target.
