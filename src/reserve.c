@@ -22,7 +22,7 @@
 /* The rate is measured over windows this long... */
 #define RESERVE_TICK_MS		100u
 /* ...but a higher one counts as soon as this much of a window has passed. */
-#define RESERVE_BURST_MS	2u
+#define RESERVE_BURST_MS	10u
 /* With no write and a full reserve, the thread looks this seldom. */
 #define RESERVE_IDLE_MS		1000u
 /*
@@ -47,7 +47,12 @@
 #define RESERVE_MAX		(128ull << 20)
 /* The peak rate halves in this long without a new peak. */
 #define RESERVE_PEAK_HALF_S	60.0
-/* Give pages back above twice the target plus one chunk (hysteresis). */
+/*
+ * Give pages back above one and a half times the target plus one chunk:
+ * some hysteresis, so that frees and allocations going to and fro do not
+ * make the thread unmap and map all the time; the rest of a burst's reserve
+ * goes back as the peak rate decays.
+ */
 #define RESERVE_TRIM_SLACK	(2ull << 20)
 /*
  * Per request thread: what the heap must hold without growing (a stats
@@ -237,7 +242,8 @@ static void *reserve_thread(void *arg)
 		arena_set_reserve_target(r->arena, target);
 		/* Cheap when nothing is missing (pages, descriptors, a long run). */
 		refill(r, target);
-		arena_trim(r->arena, 2 * target + RESERVE_TRIM_SLACK / ARENA_PAGE_SIZE, target);
+		arena_trim(r->arena, target + target / 2 + RESERVE_TRIM_SLACK / ARENA_PAGE_SIZE,
+			   target);
 		/* After a failure, try again at the next tick, not at once. */
 		busy = busy || r->failing;
 	}

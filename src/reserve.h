@@ -30,8 +30,9 @@
  * wakes the thread early; the peak decays with a half-life of
  * RESERVE_PEAK_HALF_S), within RESERVE_MIN..RESERVE_MAX, and
  * under mem_limit no more than the room left below it (at least
- * RESERVE_MIN).  The `reserve` setting fixes the size instead.  Above twice
- * the target (plus a chunk) free pages are given back, down to the target.
+ * RESERVE_MIN).  The `reserve` setting fixes the size instead.  Above one
+ * and a half times the target (plus a chunk) free pages are given back,
+ * down to the target.
  */
 #ifndef ZSWAPFS_RESERVE_H
 #define ZSWAPFS_RESERVE_H
