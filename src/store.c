@@ -496,9 +496,15 @@ static int page_write(struct store *st, struct store_worker *w, uint64_t idx, co
 	 * empty reserve (-EAGAIN) is not waited for: the reserve thread may
 	 * itself be waiting in reclaim for this very request.
 	 */
-	while (err == -ENOSPC && (make_room = atomic_load(&st->make_room)) &&
-	       make_room(st->make_room_arg) == 0)
+	while (err == -ENOSPC && (make_room = atomic_load(&st->make_room))) {
+		bool made = make_room(st->make_room_arg) == 0;
+
+		/* Look again even when this round freed nothing: the round
+		 * before it (the high watermark's) may have, meanwhile. */
 		err = page_prepare(st, w, idx, page, &new);
+		if (!made)
+			break;
+	}
 	if (err)
 		return err;
 	pthread_mutex_lock(lock);
