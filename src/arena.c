@@ -630,7 +630,8 @@ static int chunk_index_find(struct arena *a, uint32_t *index)
 
 		for (unsigned int w = 0; w < BLOCK_WORDS; w++) {
 			if (b->present[w] != ~0ull) {
-				*index = bi * BLOCK_CHUNKS + w * 64 + __builtin_ctzll(~b->present[w]);
+				*index = bi * BLOCK_CHUNKS + w * 64 +
+					 __builtin_ctzll(~b->present[w]);
 				return 0;
 			}
 		}
@@ -915,7 +916,8 @@ static uint64_t trim_locked(struct arena *a, uint64_t high, uint64_t low, uint32
 								     memory_order_relaxed);
 
 			for (unsigned int n = BLOCK_CHUNKS; n-- > 0 && !c;) {
-				if (!bit_test(b->present, n) || !block_chunk(b, n)->nr_free_resident)
+				if (!bit_test(b->present, n) ||
+				    !block_chunk(b, n)->nr_free_resident)
 					continue;
 				if (trim_run_find(a, block_chunk(b, n), resident - low, &lo, &hi,
 						  &budget_hit))
@@ -939,7 +941,8 @@ static uint64_t trim_locked(struct arena *a, uint64_t high, uint64_t low, uint32
 		/* Pages locked by mlockall(MCL_CURRENT) make DONTNEED fail even in
 		 * unlocked chunks.  On failure the run stays released: a refill
 		 * locks it again before any span uses it. */
-		munlock(c->base + (size_t)lo * ARENA_PAGE_SIZE, (size_t)(hi - lo) * ARENA_PAGE_SIZE);
+		munlock(c->base + (size_t)lo * ARENA_PAGE_SIZE,
+			(size_t)(hi - lo) * ARENA_PAGE_SIZE);
 		if (madvise(c->base + (size_t)lo * ARENA_PAGE_SIZE,
 			    (size_t)(hi - lo) * ARENA_PAGE_SIZE, MADV_DONTNEED)) {
 			*ok = false;

@@ -533,9 +533,9 @@ int memcg_apply(const struct memcg_paths *p, enum memcg_mode mode, uint64_t ram,
 		break;
 	case MEMCG_MOVE:
 		if (move_out(info, ram, msg, sizeof(msg))) {
-			set_err(err, errlen, "memory cgroup: %s, and the daemon cannot leave it: %s; "
-				"start it outside any memory limit (contrib/systemd), or set "
-				"memcg=ignore to accept the risk", why, msg);
+			set_err(err, errlen, "memory cgroup: %s, and the daemon cannot leave "
+				"it: %s; start it outside any memory limit (contrib/systemd), "
+				"or set memcg=ignore to accept the risk", why, msg);
 			ret = -1;
 			break;
 		}

@@ -135,7 +135,8 @@ watchdog_stop() {
 	kill "$WATCHDOG" 2>/dev/null || true	# gone already if it fired
 	wait "$WATCHDOG" 2>/dev/null || true
 	drop_undo kill "$WATCHDOG"
-	[ ! -e "$ZS_TMP/watchdog" ] || fail "$(cat "$ZS_TMP/watchdog") hung (the watchdog aborted it)"
+	[ ! -e "$ZS_TMP/watchdog" ] ||
+		fail "$(cat "$ZS_TMP/watchdog") hung (the watchdog aborted it)"
 }
 
 # Minor faults of the daemon's request thread (the main thread: threads=1),
@@ -190,7 +191,8 @@ finish() {
 	wait "$ZS_JOB" || rc=$?
 	drop_undo _zs_teardown "$ZS_MNT" "$ZS_PID"
 	rmdir -- "$ZS_MNT"
-	[ "$rc" -eq 0 ] || { cat "$ZS_LOG" >&2; fail "daemon exited with status $rc after unmount"; }
+	[ "$rc" -eq 0 ] ||
+		{ cat "$ZS_LOG" >&2; fail "daemon exited with status $rc after unmount"; }
 }
 
 # ---- 1. defaults: the daemon moves out of the limited cgroup ------------------------
@@ -231,7 +233,8 @@ part2() {
 	log "part 2: the same with a backing file, mem_limit=64M"
 	zs_start_in_cgroup -o "size=1G,mem_limit=64M,writeback.backing_file=$ZS_TMP/backing"
 	zs_wait_mounted "part 2"
-	[ "$(zs_stat "$ZS_MNT" memcg)" = moved ] || fail "part 2: stats memcg: $(zs_stat "$ZS_MNT" memcg)"
+	[ "$(zs_stat "$ZS_MNT" memcg)" = moved ] ||
+		fail "part 2: stats memcg: $(zs_stat "$ZS_MNT" memcg)"
 	zs_swapon "$ZS_MNT"
 	watchdog_start "$WATCHDOG_S" "part 2"
 	faults0=$(request_faults)

@@ -187,8 +187,8 @@ int main(int argc, char **argv)
 		make_page(n, page);
 		if (memcmp(got, page, PG)) {
 			if (bad < 5)
-				fprintf(stderr, "squeeze: page %" PRIu64 " differs (holds %" PRIu64 ")\n",
-					n, got[0]);
+				fprintf(stderr, "squeeze: page %" PRIu64 " differs "
+					"(holds %" PRIu64 ")\n", n, got[0]);
 			bad++;
 		}
 		if (n % (per * 4) == 0)

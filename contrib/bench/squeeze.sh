@@ -139,12 +139,14 @@ run_one() {
 		  if (v("stats") == "timeout") timeouts++
 		  used = total - free; if (used > max_used) max_used = used
 		  if (start == "" && used > 0) start = t
-		  if (start != "" && res != "" && (min_res == "" || res + 0 < min_res)) min_res = res + 0
+		  if (start != "" && res != "" && (min_res == "" || res + 0 < min_res))
+			min_res = res + 0
 		  if (start != "" && first_dry == "" && dry + 0 > 0) first_dry = t }
-		END { printf "swap_peak_mib=%d reserve_lasted_s=%s reserve_min_mib=%s stats_max_ms=%d " \
-			"stats_timeouts=%d", max_used / 1024,
-			start == "" ? "no_swap" : (first_dry == "" ? "never_dry" : first_dry - start),
-			min_res == "" ? "-" : int(min_res / 1048576), max_ms, timeouts }' "$TMP/samples.$n")
+		END { printf "swap_peak_mib=%d reserve_lasted_s=%s reserve_min_mib=%s " \
+			"stats_max_ms=%d stats_timeouts=%d", max_used / 1024,
+			start == "" ? "no_swap" : first_dry == "" ? "never_dry" : first_dry - start,
+			min_res == "" ? "-" : int(min_res / 1048576), max_ms,
+			timeouts }' "$TMP/samples.$n")
 	printf 'run %d %s exit=%d elapsed_s=%d %s %s %s\n' "$n" \
 		"$( [ -n "$hung" ] && echo HUNG || { [ "$rc" = 0 ] && echo OK; } || echo FAILED)" \
 		"$rc" "$elapsed" "$line" "$last" "$(tail -n 1 "$TMP/out.$n")"
