@@ -1,4 +1,7 @@
 /* SPDX-License-Identifier: GPL-2.0-or-later */
+#ifndef _GNU_SOURCE
+#define _GNU_SOURCE	/* pthread_setname_np */
+#endif
 #include <errno.h>
 #include <pthread.h>
 #include <stdatomic.h>
@@ -10,6 +13,7 @@
 #include <unistd.h>
 
 #include "arena.h"
+#include "backing.h"
 #include "harden.h"
 #include "log.h"
 #include "policy.h"
@@ -347,6 +351,7 @@ static void *policy_thread(void *arg)
 	struct policy *pol = arg;
 	time_t last_auto = time(NULL);
 
+	pthread_setname_np(pthread_self(), "zswapfs-policy");
 	/* Below every request: see the header on why not SCHED_IDLE. */
 	if (setpriority(PRIO_PROCESS, (id_t)syscall(SYS_gettid), 19))
 		log_warn("policy thread: cannot lower its priority");
@@ -407,8 +412,11 @@ static void *policy_thread(void *arg)
 		pthread_mutex_unlock(&pol->lock);
 
 		idle_due = time(NULL) - last_auto >= POLICY_AUTO_PASS_S;
-		if (pol->wb)
+		if (pol->wb) {
+			/* Segments that died on request threads (backing_defer_punch). */
+			backing_reap(store_backing(pol->st));
 			auto_writeback(pol, idle_due);
+		}
 		maybe_compact(pol);
 		if (idle_due)
 			last_auto = time(NULL);
