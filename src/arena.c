@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: GPL-2.0-or-later */
 /*
- * arena: size classes, spans, chunks.
+ * arena: size classes, spans, chunks, and the reserve.
  *
  * Layout.  Memory is mmap'ed in chunks of 2 MiB (512 pages).  A span is a
  * run of 1..8 contiguous pages inside one chunk that holds the objects of
@@ -16,13 +16,22 @@
  * so an object of 1490 bytes costs 1504 + 5 bytes of span memory, plus 6
  * bytes of descriptor (owner id and free-list entry) kept outside the span.
  *
- * Descriptors.  All metadata lives outside the span pages: one malloc'ed
- * struct span per span (list links, a bitmap of live objects, the owner id
- * of every object for compaction, and a stack of free object indices), and
- * one struct chunk per chunk (page bitmaps and, for the first page of every
- * span, a pointer to its descriptor).  Chunks are found through a two-level
- * directory of fixed-size blocks that are only ever added, never moved, so
- * arena_map() can read it without a lock while other threads map chunks.
+ * Descriptors.  All metadata lives outside the span pages: one struct span
+ * per span (list links, a bitmap of live objects, the owner id of every
+ * object for compaction, and a stack of free object indices), and one
+ * struct chunk per chunk (page bitmaps and, for the first page of every
+ * span, a pointer to its descriptor).  Span descriptors come from a pool,
+ * not from malloc: pages mapped, populated and locked DESC_BLOCK_PAGES at a
+ * time, cut into descriptors of the class's size rounded up to DESC_ALIGN
+ * (one free list per rounded size).  A request thread so never reaches
+ * malloc, whose heap could have to grow (a fault) under it.  Descriptor
+ * pages are kept once mapped: about 1% of the span memory at its peak
+ * (class 1504: 176 bytes for a span of 7 pages), plus at most a page for
+ * each descriptor size in use (about 30 sizes), plus the free pages kept
+ * for the reserve's spans (desc_pages_wanted()).  Chunks are found
+ * through a two-level directory of fixed-size blocks that are only ever
+ * added, never moved, so arena_map() can read it without a lock while other
+ * threads map chunks.
  *
  * Handles.  A handle packs the chunk index, the first page of the span, the
  * class and the object index:
@@ -40,24 +49,38 @@
  * empties spans from the emptiest group into the fullest ones.  A span that
  * becomes empty is freed at once.
  *
- * Pages.  Free pages of a chunk are either resident or released.  Under
- * mlockall(MCL_FUTURE) a new chunk is populated and locked at mmap time;
- * we notice that with mincore() and then relock a released page run with
- * mlock() when it is reused, because MCL_FUTURE only applies to new
- * mappings.  Freed pages stay resident until there are more than
- * max(RESIDENT_MIN, pages_used / 16) of them (span churn would otherwise
- * cost syscalls all the time), then the highest ones are given back with
- * munlock() + MADV_DONTNEED (DONTNEED fails with EINVAL on locked pages).
- * Allocation takes the lowest chunk with a long enough free run, so used
- * pages gather at low addresses, free ones at high addresses, and the number
- * of VMAs that munlock splits off stays small.  One empty chunk is kept as
- * a spare; a second one is unmapped.
+ * Pages.  A page of a chunk is used (by a span), free and resident (part
+ * of the reserve: allocation takes only these), or released (given back to
+ * the kernel, mapped but not resident).  A chunk is mapped with
+ * MAP_POPULATE and locked with mlock() (mlockall(MCL_FUTURE) locks it
+ * anyway, but only mlock() says whether every page could be had); a
+ * released run is locked again with mlock(), since MCL_FUTURE only applies
+ * to new mappings.  Both are refills: they fault memory in, so only
+ * arena_refill() does them.  Giving pages back is a trim: munlock() +
+ * MADV_DONTNEED (which fails with EINVAL on locked pages), empty chunks
+ * with munmap(), all in arena_trim().  Trims take the highest free runs of
+ * the highest chunks, and allocation takes the lowest chunk with a long
+ * enough resident run, so used pages gather at low addresses, free ones at
+ * high addresses, and the number of VMAs that munlock splits off stays
+ * small.
  *
- * Locking.  Lock order: cls->lock -> a->page_lock.
- *   cls->lock guards the class's groups, span descriptors, descriptor cache
- *	and counters; it is held across the migrate callback in compaction.
+ * Who refills.  By default the allocating thread does, when it finds no
+ * room (with its class lock held), and a free that leaves more than
+ * max(RESIDENT_MIN, pages_used / 16) pages resident trims down to half of
+ * that (span churn would otherwise cost system calls all the time), keeping
+ * at most one empty chunk.  In reserve mode neither happens on the request
+ * path: see arena.h.
+ *
+ * Locking.  Lock order: cls->lock -> a->refill_lock -> a->page_lock.
+ *   cls->lock guards the class's groups, its span descriptors and counters;
+ *	it is held across the migrate callback in compaction.
+ *   a->refill_lock makes refills and trims one at a time (they change
+ *	pages outside page_lock); it is held across system calls, so in
+ *	reserve mode no request thread ever takes it.
  *   a->page_lock guards chunks (bitmaps, counts), the directory's bitmaps,
- *	free_resident, spare, trim_floor and holes.
+ *	free_resident, nr_empty, trim_floor, holes and the descriptor pool.
+ *	It is never held across a system call or an allocation.  The stats
+ *	read free_resident and desc_free_bytes without it (atomics).
  *   chunk->spans[p] is written under the lock of the span's class (and only
  *	read under it, for a live handle of that class).
  *   Directory pointers are C11 atomics, written under page_lock and read
@@ -111,8 +134,23 @@ _Static_assert(SPAN_MAX_OBJS <= UINT16_MAX, "free stack entries are uint16_t");
 #define NR_GROUPS		10u
 #define GROUP_NONE		0xffu	/* full, or isolated by compaction */
 
-/* Free span descriptors kept per class, so that span churn rarely mallocs. */
-#define DESC_CACHE_MAX		4u
+/*
+ * Span descriptors: sizes rounded up to DESC_ALIGN, one free list per
+ * rounded size.  They run from 56 bytes (one object per span) to 1.6 KiB
+ * (class 32: 128 objects in a page).
+ */
+#define DESC_ALIGN		16u
+#define DESC_BUCKETS		(ARENA_PAGE_SIZE / DESC_ALIGN)
+/* Descriptor memory is mapped 64 KiB at a time. */
+#define DESC_BLOCK_PAGES	16u
+/*
+ * Free descriptor pages a refill keeps: at least DESC_MIN_PAGES, and for
+ * every page of the reserve DESC_PER_PAGE_MIN bytes or twice what spans
+ * have needed so far, whichever is more.  Typical classes take 15-100
+ * bytes of descriptor per page of span (see the worked example above).
+ */
+#define DESC_MIN_PAGES		8u
+#define DESC_PER_PAGE_MIN	64u
 
 /*
  * Free resident pages kept before giving some back: 1 MiB, or 1/16 of the
@@ -135,9 +173,9 @@ struct chunk {
 	uint16_t nr_used;		/* pages held by spans */
 	uint16_t nr_free_resident;
 	uint16_t nr_holes;		/* runs of released pages, if locked */
-	bool locked;			/* mapped under mlockall(MCL_FUTURE) */
+	bool locked;			/* mlock()ed: released runs are relocked */
 	uint64_t used[CHUNK_WORDS];
-	/* Meaningful for free pages only: not given back to the kernel. */
+	/* Resident: set for used pages; for free ones, not given back. */
 	uint64_t resident[CHUNK_WORDS];
 	/* The span that starts at each page, NULL elsewhere. */
 	struct span *spans[CHUNK_PAGES];
@@ -147,12 +185,12 @@ struct chunk_block {
 	_Atomic(struct chunk *) chunk[BLOCK_CHUNKS];
 	/* protected by a->page_lock */
 	uint64_t present[BLOCK_WORDS];
-	/* fit[k]: the chunk has a free run of at least k pages */
+	/* fit[k]: the chunk has a free resident run of at least k pages */
 	uint64_t fit[SPAN_MAX_PAGES + 1][BLOCK_WORDS];
 };
 
 struct span {
-	struct span *prev, *next;	/* in cls->groups[group] */
+	struct span *prev, *next;	/* in cls->groups[group]; next: free lists */
 	struct chunk *chunk;
 	uint16_t first_page;
 	uint16_t nr_free;		/* entries on the free stack */
@@ -164,17 +202,22 @@ struct span {
 	uint64_t tail[];
 };
 
+/* A mapping of descriptor pages, kept for arena_destroy(). */
+struct desc_block {
+	struct desc_block *next;
+	void *base;
+};
+
 struct arena_class {
 	pthread_mutex_t lock;
 	uint32_t size;
 	uint16_t pages_per_span;
 	uint16_t objs_per_span;
 	uint16_t bitmap_words;
-	uint32_t desc_size;
+	uint16_t desc_bucket;		/* a->desc_free[] index: size / DESC_ALIGN - 1 */
+	uint32_t desc_size;		/* rounded up to DESC_ALIGN */
 	/* protected by lock */
 	struct span *groups[NR_GROUPS];
-	struct span *cache;		/* free descriptors, linked by next */
-	unsigned int nr_cache;
 	uint64_t spans;
 	uint64_t objs_used;
 } __attribute__((aligned(64)));
@@ -191,13 +234,28 @@ struct arena {
 	 */
 	uint8_t merged_class[ARENA_NR_CLASSES];
 
+	/* Set once, before the arena is shared (arena_set_reserve_mode). */
+	bool reserve_mode;
+	void (*low_hook)(void *arg);
+	void *low_arg;
+	_Atomic bool low_signalled;	/* the hook ran; cleared by a refill */
+
+	pthread_mutex_t refill_lock;
+	/* protected by refill_lock */
+	struct desc_block *desc_blocks;
+
 	pthread_mutex_t page_lock;
 	/* protected by page_lock */
 	uint32_t nr_blocks;
-	struct chunk *spare;		/* an empty chunk kept mapped */
-	uint64_t free_resident;		/* free pages not given back */
+	_Atomic uint64_t free_resident;	/* free pages not given back: the reserve */
+	uint32_t nr_empty;		/* chunks with no page used */
 	uint64_t trim_floor;		/* after a failed trim, wait for this */
 	uint64_t holes;			/* sum of chunk->nr_holes */
+	void *desc_pages;		/* free descriptor pages, linked by first word */
+	uint64_t nr_desc_pages;
+	struct span *desc_free[DESC_BUCKETS];	/* free descriptors, linked by next */
+	_Atomic uint64_t desc_free_bytes;	/* read without the lock by the stats */
+	uint64_t desc_used_bytes;	/* descriptors held by spans */
 
 	_Atomic(struct chunk_block *) dir[DIR_BLOCKS];
 
@@ -208,6 +266,13 @@ struct arena {
 	_Atomic uint64_t objs_used;
 	_Atomic uint64_t limit_bytes;
 	_Atomic uint64_t alloc_fail_limit;
+	_Atomic uint64_t reserve_target;
+	_Atomic uint64_t reserve_dry;
+	_Atomic uint64_t refills;
+	_Atomic uint64_t refill_pages;
+	_Atomic uint64_t trimmed_pages;
+	_Atomic uint64_t pages_taken;
+	_Atomic uint64_t desc_bytes;
 };
 
 /* ---- handles ------------------------------------------------------------ */
@@ -284,20 +349,54 @@ static inline void bit_assign(uint64_t *map, unsigned int n, bool v)
 		bit_clear(map, n);
 }
 
-/* ---- page allocator (a->page_lock held) ---------------------------------- */
+/* ---- page allocator (a->page_lock held unless said) ------------------------ */
 
-/* First page of the lowest free run of k pages, or -1. */
+static inline uint64_t avail_word(const struct chunk *c, unsigned int w)
+{
+	return c->resident[w] & ~c->used[w];
+}
+
+/* Free and resident: a span may take it without a fault. */
+static inline bool page_avail(const struct chunk *c, unsigned int p)
+{
+	return bit_test(c->resident, p) && !bit_test(c->used, p);
+}
+
+static inline bool page_released(const struct chunk *c, unsigned int p)
+{
+	return !bit_test(c->used, p) && !bit_test(c->resident, p);
+}
+
+static inline unsigned int chunk_released(const struct chunk *c)
+{
+	return CHUNK_PAGES - c->nr_used - c->nr_free_resident;
+}
+
+static inline void free_resident_add(struct arena *a, int64_t delta)
+{
+	/* Written under page_lock only; read without it for the stats. */
+	atomic_store_explicit(&a->free_resident,
+			      atomic_load_explicit(&a->free_resident, memory_order_relaxed) + delta,
+			      memory_order_relaxed);
+}
+
+static inline uint64_t free_resident(const struct arena *a)
+{
+	return atomic_load_explicit(&a->free_resident, memory_order_relaxed);
+}
+
+/* First page of the lowest available run of k pages, or -1. */
 static int chunk_find_run(const struct chunk *c, unsigned int k)
 {
 	unsigned int run = 0;
 
 	for (unsigned int p = 0; p < CHUNK_PAGES; p++) {
-		if (p % 64 == 0 && c->used[p / 64] == ~0ull) {
+		if (p % 64 == 0 && avail_word(c, p / 64) == 0) {
 			run = 0;
 			p += 63;
 			continue;
 		}
-		if (bit_test(c->used, p))
+		if (!page_avail(c, p))
 			run = 0;
 		else if (++run == k)
 			return p + 1 - k;
@@ -305,29 +404,24 @@ static int chunk_find_run(const struct chunk *c, unsigned int k)
 	return -1;
 }
 
-/* Longest free run, counted up to SPAN_MAX_PAGES. */
+/* Longest available run, counted up to SPAN_MAX_PAGES. */
 static unsigned int chunk_max_run(const struct chunk *c)
 {
 	unsigned int run = 0, best = 0;
 
 	for (unsigned int p = 0; p < CHUNK_PAGES && best < SPAN_MAX_PAGES; p++) {
-		if (p % 64 == 0 && c->used[p / 64] == ~0ull) {
+		if (p % 64 == 0 && avail_word(c, p / 64) == 0) {
 			run = 0;
 			p += 63;
 			continue;
 		}
-		if (bit_test(c->used, p)) {
+		if (!page_avail(c, p)) {
 			run = 0;
 		} else if (++run > best) {
 			best = run;
 		}
 	}
 	return best;
-}
-
-static inline bool page_released(const struct chunk *c, unsigned int p)
-{
-	return !bit_test(c->used, p) && !bit_test(c->resident, p);
 }
 
 static void chunk_count_holes(struct arena *a, struct chunk *c)
@@ -355,13 +449,185 @@ static void chunk_update_fit(struct arena *a, struct chunk *c)
 		bit_assign(b->fit[k], n, run >= k);
 }
 
-/* Lowest chunk index not in use; allocates a directory block if needed. */
-static int chunk_index_alloc(struct arena *a, uint32_t *index)
+static inline struct chunk *block_chunk(struct chunk_block *b, unsigned int n)
 {
-	struct chunk_block *b;
+	return atomic_load_explicit(&b->chunk[n], memory_order_relaxed);
+}
 
+/* Lowest chunk with an available run of k pages. */
+static struct chunk *chunk_find_fit(struct arena *a, unsigned int k)
+{
 	for (uint32_t bi = 0; bi < a->nr_blocks; bi++) {
-		b = atomic_load_explicit(&a->dir[bi], memory_order_relaxed);
+		struct chunk_block *b = atomic_load_explicit(&a->dir[bi], memory_order_relaxed);
+
+		for (unsigned int w = 0; w < BLOCK_WORDS; w++)
+			if (b->fit[k][w])
+				return block_chunk(b, w * 64 + __builtin_ctzll(b->fit[k][w]));
+	}
+	return NULL;
+}
+
+/*
+ * Take a run of k available pages for a span.  -ENOSPC past the limit,
+ * -EAGAIN when no chunk has such a run: the reserve is dry.
+ */
+static int pages_take(struct arena *a, unsigned int k, struct chunk **cp, unsigned int *first)
+{
+	uint64_t limit = atomic_load_explicit(&a->limit_bytes, memory_order_relaxed);
+	uint64_t used = atomic_load_explicit(&a->pages_used, memory_order_relaxed);
+	struct chunk *c;
+	int p;
+
+	if (limit && used + k > limit / ARENA_PAGE_SIZE)
+		return -ENOSPC;
+	c = chunk_find_fit(a, k);
+	if (!c)
+		return -EAGAIN;
+	p = chunk_find_run(c, k);
+	assert(p >= 0);
+	for (unsigned int i = p; i < p + k; i++) {
+		assert(page_avail(c, i));
+		bit_set(c->used, i);
+	}
+	if (c->nr_used == 0)
+		a->nr_empty--;
+	c->nr_used += k;
+	c->nr_free_resident -= k;
+	free_resident_add(a, -(int64_t)k);
+	chunk_update_fit(a, c);
+	used = atomic_fetch_add_explicit(&a->pages_used, k, memory_order_relaxed) + k;
+	if (used > atomic_load_explicit(&a->pages_max, memory_order_relaxed))
+		atomic_store_explicit(&a->pages_max, used, memory_order_relaxed);
+	atomic_fetch_add_explicit(&a->pages_taken, k, memory_order_relaxed);
+	*cp = c;
+	*first = p;
+	return 0;
+}
+
+/* The pages stay resident: they go back to the reserve. */
+static void pages_free(struct arena *a, struct chunk *c, unsigned int first, unsigned int k)
+{
+	for (unsigned int i = first; i < first + k; i++) {
+		assert(bit_test(c->used, i) && bit_test(c->resident, i));
+		bit_clear(c->used, i);
+	}
+	c->nr_used -= k;
+	c->nr_free_resident += k;
+	free_resident_add(a, k);
+	atomic_fetch_sub_explicit(&a->pages_used, k, memory_order_relaxed);
+	chunk_update_fit(a, c);
+	if (c->nr_used == 0)
+		a->nr_empty++;
+}
+
+/* ---- the descriptor pool (a->page_lock held) ------------------------------ */
+
+static struct span *desc_take(struct arena *a, const struct arena_class *cls)
+{
+	unsigned int b = cls->desc_bucket;
+	struct span *s = a->desc_free[b];
+
+	if (!s) {
+		unsigned int n = ARENA_PAGE_SIZE / cls->desc_size;
+		char *page = a->desc_pages;
+
+		if (!page)
+			return NULL;
+		a->desc_pages = *(void **)page;
+		a->nr_desc_pages--;
+		/* The whole page in descriptors of this size; the tail stays unused. */
+		for (unsigned int i = n; i-- > 0;) {
+			struct span *d = (struct span *)(void *)(page + (size_t)i * cls->desc_size);
+
+			d->next = a->desc_free[b];
+			a->desc_free[b] = d;
+		}
+		a->desc_free_bytes += (uint64_t)n * cls->desc_size;
+		s = a->desc_free[b];
+	}
+	a->desc_free[b] = s->next;
+	a->desc_free_bytes -= cls->desc_size;
+	a->desc_used_bytes += cls->desc_size;
+	return s;
+}
+
+static void desc_put(struct arena *a, const struct arena_class *cls, struct span *s)
+{
+	s->next = a->desc_free[cls->desc_bucket];
+	a->desc_free[cls->desc_bucket] = s;
+	a->desc_free_bytes += cls->desc_size;
+	a->desc_used_bytes -= cls->desc_size;
+}
+
+/* Free descriptor pages a reserve of `pages` pages should come with. */
+static uint64_t desc_pages_wanted(const struct arena *a, uint64_t pages)
+{
+	uint64_t used = atomic_load_explicit(&a->pages_used, memory_order_relaxed);
+	uint64_t per_page = DESC_PER_PAGE_MIN;
+
+	if (used && 2 * a->desc_used_bytes / used > per_page)
+		per_page = 2 * a->desc_used_bytes / used;
+	return DESC_MIN_PAGES + (pages * per_page + ARENA_PAGE_SIZE - 1) / ARENA_PAGE_SIZE;
+}
+
+/*
+ * A quarter of the target used, out of descriptor pages, or no run for the
+ * longest span: time to wake the refiller, so that it runs while three
+ * quarters are left.
+ */
+static bool reserve_low(struct arena *a)
+{
+	uint64_t target = atomic_load_explicit(&a->reserve_target, memory_order_relaxed);
+
+	return free_resident(a) < target / 4 * 3 || a->nr_desc_pages < DESC_MIN_PAGES / 2 ||
+	       !chunk_find_fit(a, SPAN_MAX_PAGES);
+}
+
+/* ---- refill and trim (a->refill_lock held, page_lock only where taken) ---- */
+
+/* Every page of [addr, addr + pages pages) is resident. */
+static bool range_resident(void *addr, unsigned int pages)
+{
+	unsigned char vec[CHUNK_PAGES];
+
+	assert(pages <= CHUNK_PAGES);
+	if (mincore(addr, (size_t)pages * ARENA_PAGE_SIZE, vec))
+		return false;
+	for (unsigned int i = 0; i < pages; i++)
+		if (!(vec[i] & 1))
+			return false;
+	return true;
+}
+
+/*
+ * Map pages pages, populated and locked.  *locked says whether mlock() took:
+ * without the privilege (or past RLIMIT_MEMLOCK) the pages are resident
+ * but could be swapped out, as everything else of an unlocked process.
+ * NULL when the kernel would not give every page (mmap() does not say: its
+ * populate ignores failures).
+ */
+static void *map_resident(unsigned int pages, bool *locked)
+{
+	size_t len = (size_t)pages * ARENA_PAGE_SIZE;
+	void *p = mmap(NULL, len, PROT_READ | PROT_WRITE,
+		       MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE | MAP_POPULATE, -1, 0);
+
+	if (p == MAP_FAILED)
+		return NULL;
+	*locked = mlock(p, len) == 0;
+	if (!*locked && !range_resident(p, pages)) {
+		munmap(p, len);
+		return NULL;
+	}
+	return p;
+}
+
+/* A free directory index.  -ENOSPC: every block is full. */
+static int chunk_index_find(struct arena *a, uint32_t *index)
+{
+	for (uint32_t bi = 0; bi < a->nr_blocks; bi++) {
+		struct chunk_block *b = atomic_load_explicit(&a->dir[bi], memory_order_relaxed);
+
 		for (unsigned int w = 0; w < BLOCK_WORDS; w++) {
 			if (b->present[w] != ~0ull) {
 				*index = bi * BLOCK_CHUNKS + w * 64 +
@@ -370,237 +636,349 @@ static int chunk_index_alloc(struct arena *a, uint32_t *index)
 			}
 		}
 	}
-	if (a->nr_blocks == DIR_BLOCKS)
-		return -ENOMEM;
-	b = calloc(1, sizeof(*b));
-	if (!b)
-		return -ENOMEM;
-	atomic_store_explicit(&a->dir[a->nr_blocks], b, memory_order_release);
-	*index = a->nr_blocks * BLOCK_CHUNKS;
-	a->nr_blocks++;
-	return 0;
+	return -ENOSPC;
 }
 
-static struct chunk *chunk_map(struct arena *a)
+static void chunk_insert(struct arena *a, struct chunk *c, uint32_t index)
 {
-	struct chunk_block *b;
-	struct chunk *c;
-	unsigned char vec;
-	uint32_t index;
+	struct chunk_block *b = atomic_load_explicit(&a->dir[index / BLOCK_CHUNKS],
+						     memory_order_relaxed);
 
-	if (chunk_index_alloc(a, &index))
-		return NULL;
-	c = calloc(1, sizeof(*c));
-	if (!c)
-		return NULL;
-	c->base = mmap(NULL, CHUNK_SIZE, PROT_READ | PROT_WRITE,
-		       MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
-	if (c->base == MAP_FAILED) {
-		free(c);
-		return NULL;
-	}
 	c->index = index;
-	/*
-	 * Only mlockall(MCL_FUTURE) populates a fresh anonymous mapping; then
-	 * its pages are resident and locked, and must be relocked after we
-	 * give them back.
-	 */
-	c->locked = mincore(c->base, ARENA_PAGE_SIZE, &vec) == 0 && (vec & 1);
-	if (c->locked) {
-		memset(c->resident, 0xff, sizeof(c->resident));
-		c->nr_free_resident = CHUNK_PAGES;
-		a->free_resident += CHUNK_PAGES;
-	}
-	b = atomic_load_explicit(&a->dir[index / BLOCK_CHUNKS], memory_order_relaxed);
 	bit_set(b->present, index % BLOCK_CHUNKS);
-	for (unsigned int k = 1; k <= SPAN_MAX_PAGES; k++)
-		bit_set(b->fit[k], index % BLOCK_CHUNKS);
+	free_resident_add(a, c->nr_free_resident);
+	a->nr_empty++;
+	chunk_update_fit(a, c);
 	atomic_store_explicit(&b->chunk[index % BLOCK_CHUNKS], c, memory_order_release);
 	atomic_fetch_add_explicit(&a->pages_mapped, CHUNK_PAGES, memory_order_relaxed);
-	return c;
 }
 
-static void chunk_unmap(struct arena *a, struct chunk *c)
+/* Take an empty chunk out; the caller unmaps it once page_lock is dropped. */
+static void chunk_remove(struct arena *a, struct chunk *c)
 {
 	struct chunk_block *b = atomic_load_explicit(&a->dir[c->index / BLOCK_CHUNKS],
 						     memory_order_relaxed);
 	unsigned int n = c->index % BLOCK_CHUNKS;
 
 	assert(c->nr_used == 0);
-	munmap(c->base, CHUNK_SIZE);
-	a->free_resident -= c->nr_free_resident;
+	free_resident_add(a, -(int64_t)c->nr_free_resident);
 	a->holes -= c->nr_holes;
+	a->nr_empty--;
 	bit_clear(b->present, n);
 	for (unsigned int k = 1; k <= SPAN_MAX_PAGES; k++)
 		bit_clear(b->fit[k], n);
 	atomic_store_explicit(&b->chunk[n], NULL, memory_order_relaxed);
 	atomic_fetch_sub_explicit(&a->pages_mapped, CHUNK_PAGES, memory_order_relaxed);
-	free(c);
 }
 
-/* Lowest chunk with a free run of k pages. */
-static struct chunk *chunk_find_fit(struct arena *a, unsigned int k)
+static void count_refill(struct arena *a, uint64_t pages)
+{
+	atomic_fetch_add_explicit(&a->refills, 1, memory_order_relaxed);
+	atomic_fetch_add_explicit(&a->refill_pages, pages, memory_order_relaxed);
+}
+
+/* Map a new chunk and add it. */
+static int refill_chunk(struct arena *a)
+{
+	struct chunk_block *nb = NULL;
+	struct chunk *c = calloc(1, sizeof(*c));
+	uint32_t index;
+
+	if (!c)
+		return -ENOMEM;
+	c->base = map_resident(CHUNK_PAGES, &c->locked);
+	if (!c->base)
+		goto out_free;
+	memset(c->resident, 0xff, sizeof(c->resident));
+	c->nr_free_resident = CHUNK_PAGES;
+
+	pthread_mutex_lock(&a->page_lock);
+	if (chunk_index_find(a, &index)) {
+		/* A new directory block, allocated without the lock. */
+		pthread_mutex_unlock(&a->page_lock);
+		if (a->nr_blocks < DIR_BLOCKS)
+			nb = calloc(1, sizeof(*nb));
+		if (!nb)
+			goto out_unmap;
+		pthread_mutex_lock(&a->page_lock);
+		index = a->nr_blocks * BLOCK_CHUNKS;
+		atomic_store_explicit(&a->dir[a->nr_blocks], nb, memory_order_release);
+		a->nr_blocks++;
+	}
+	chunk_insert(a, c, index);
+	pthread_mutex_unlock(&a->page_lock);
+	count_refill(a, CHUNK_PAGES);
+	return 0;
+
+out_unmap:
+	munmap(c->base, CHUNK_SIZE);
+out_free:
+	free(c);
+	return -ENOMEM;
+}
+
+/* Lowest run of released pages (at most a chunk's), or NULL. */
+static struct chunk *released_run_find(struct arena *a, unsigned int *lo, unsigned int *hi)
 {
 	for (uint32_t bi = 0; bi < a->nr_blocks; bi++) {
 		struct chunk_block *b = atomic_load_explicit(&a->dir[bi], memory_order_relaxed);
 
-		for (unsigned int w = 0; w < BLOCK_WORDS; w++) {
-			if (b->fit[k][w]) {
-				unsigned int n = w * 64 + __builtin_ctzll(b->fit[k][w]);
+		for (unsigned int n = 0; n < BLOCK_CHUNKS; n++) {
+			struct chunk *c;
+			unsigned int p = 0;
 
-				return atomic_load_explicit(&b->chunk[n], memory_order_relaxed);
-			}
+			if (!bit_test(b->present, n))
+				continue;
+			c = block_chunk(b, n);
+			if (!chunk_released(c))
+				continue;
+			while (!page_released(c, p))
+				p++;
+			*lo = p;
+			while (p < CHUNK_PAGES && page_released(c, p))
+				p++;
+			*hi = p;
+			return c;
 		}
 	}
 	return NULL;
 }
 
-/*
- * Take a run of k pages for a span.  *relock tells the caller to mlock the
- * run (outside page_lock: the run is ours and no trim touches used pages).
- */
-static int pages_alloc(struct arena *a, unsigned int k, struct chunk **cp, unsigned int *first,
-		       bool *relock)
-{
-	uint64_t limit = atomic_load_explicit(&a->limit_bytes, memory_order_relaxed);
-	uint64_t used = atomic_load_explicit(&a->pages_used, memory_order_relaxed);
-	unsigned int released = 0;
-	struct chunk *c;
-	int p;
-
-	if (limit && used + k > limit / ARENA_PAGE_SIZE)
-		return -ENOSPC;
-	c = chunk_find_fit(a, k);
-	if (!c) {
-		c = chunk_map(a);
-		if (!c)
-			return -ENOMEM;
-	}
-	p = chunk_find_run(c, k);
-	assert(p >= 0);
-	for (unsigned int i = p; i < p + k; i++) {
-		assert(!bit_test(c->used, i));
-		bit_set(c->used, i);
-		if (bit_test(c->resident, i))
-			continue;
-		bit_set(c->resident, i);
-		released++;
-	}
-	c->nr_free_resident -= k - released;
-	a->free_resident -= k - released;
-	c->nr_used += k;
-	chunk_update_fit(a, c);
-	if (released)
-		chunk_count_holes(a, c);
-	if (a->spare == c)
-		a->spare = NULL;
-	used = atomic_fetch_add_explicit(&a->pages_used, k, memory_order_relaxed) + k;
-	if (used > atomic_load_explicit(&a->pages_max, memory_order_relaxed))
-		atomic_store_explicit(&a->pages_max, used, memory_order_relaxed);
-	*cp = c;
-	*first = p;
-	*relock = c->locked && released;
-	return 0;
-}
-
-/* Give back free resident pages [lo, hi) of c.  Returns pages released. */
-static unsigned int pages_release(struct arena *a, struct chunk *c, unsigned int lo,
-				  unsigned int hi)
+/* Make released run [lo, hi) of c resident and locked again, and add it. */
+static int refill_run(struct arena *a, struct chunk *c, unsigned int lo, unsigned int hi)
 {
 	char *addr = c->base + (size_t)lo * ARENA_PAGE_SIZE;
 	size_t len = (size_t)(hi - lo) * ARENA_PAGE_SIZE;
 
-	/* Pages locked by mlockall(MCL_CURRENT) make DONTNEED fail even in unlocked chunks. */
-	munlock(addr, len);
-	if (madvise(addr, len, MADV_DONTNEED))
-		return 0;
-	for (unsigned int p = lo; p < hi; p++)
-		bit_clear(c->resident, p);
-	c->nr_free_resident -= hi - lo;
-	a->free_resident -= hi - lo;
+	if (c->locked) {
+		if (mlock(addr, len))
+			return -ENOMEM;
+	} else {
+		/* Could not be locked when it was mapped: fault it in at least. */
+		for (size_t off = 0; off < len; off += ARENA_PAGE_SIZE)
+			((volatile char *)addr)[off] = 0;
+	}
+	pthread_mutex_lock(&a->page_lock);
+	for (unsigned int p = lo; p < hi; p++) {
+		assert(page_released(c, p));
+		bit_set(c->resident, p);
+	}
+	c->nr_free_resident += hi - lo;
+	free_resident_add(a, hi - lo);
 	chunk_count_holes(a, c);
-	return hi - lo;
+	chunk_update_fit(a, c);
+	pthread_mutex_unlock(&a->page_lock);
+	count_refill(a, hi - lo);
+	return 0;
 }
 
-/* Release the highest free resident pages of c until free_resident <= target. */
-static bool chunk_trim(struct arena *a, struct chunk *c, uint64_t target)
+/* Map a block of descriptor pages and add them to the pool. */
+static int refill_desc(struct arena *a)
 {
-	bool ok = true;
+	struct desc_block *blk = malloc(sizeof(*blk));
+	bool locked;
+
+	if (!blk)
+		return -ENOMEM;
+	blk->base = map_resident(DESC_BLOCK_PAGES, &locked);
+	if (!blk->base) {
+		free(blk);
+		return -ENOMEM;
+	}
+	blk->next = a->desc_blocks;
+	a->desc_blocks = blk;
+	pthread_mutex_lock(&a->page_lock);
+	for (unsigned int i = DESC_BLOCK_PAGES; i-- > 0;) {
+		void **page = (void **)((char *)blk->base + (size_t)i * ARENA_PAGE_SIZE);
+
+		*page = a->desc_pages;
+		a->desc_pages = page;
+	}
+	a->nr_desc_pages += DESC_BLOCK_PAGES;
+	pthread_mutex_unlock(&a->page_lock);
+	atomic_fetch_add_explicit(&a->desc_bytes, (uint64_t)DESC_BLOCK_PAGES * ARENA_PAGE_SIZE,
+				  memory_order_relaxed);
+	count_refill(a, DESC_BLOCK_PAGES);
+	return 0;
+}
+
+static int refill_locked(struct arena *a, uint64_t pages)
+{
+	int err = 0;
+
+	/* Whatever falls low from here on calls the hook again. */
+	atomic_store(&a->low_signalled, false);
+	while (!err) {
+		unsigned int lo = 0, hi = 0;
+		struct chunk *c = NULL;
+		bool need_desc, need_pages;
+
+		pthread_mutex_lock(&a->page_lock);
+		need_desc = a->nr_desc_pages < desc_pages_wanted(a, pages);
+		need_pages = free_resident(a) < pages || !chunk_find_fit(a, SPAN_MAX_PAGES);
+		if (need_pages)
+			c = released_run_find(a, &lo, &hi);
+		pthread_mutex_unlock(&a->page_lock);
+		if (!need_desc && !need_pages)
+			break;
+		if (need_desc)
+			err = refill_desc(a);
+		if (need_pages && !err)
+			err = c ? refill_run(a, c, lo, hi) : refill_chunk(a);
+	}
+	return err;
+}
+
+/*
+ * The highest available run of c, at most max pages long, that the hole
+ * budget allows releasing; *budget_hit is set when it stopped one.
+ */
+static bool trim_run_find(struct arena *a, struct chunk *c, uint64_t max, unsigned int *lo,
+			  unsigned int *hi, bool *budget_hit)
+{
 	unsigned int p = CHUNK_PAGES;
 
-	while (p > 0 && c->nr_free_resident && a->free_resident > target) {
-		unsigned int hi, lo;
-
+	while (p > 0) {
 		p--;
-		if (bit_test(c->used, p) || !bit_test(c->resident, p))
+		if (!page_avail(c, p))
 			continue;
-		hi = p + 1;
-		lo = p;
-		while (lo > 0 && hi - lo < a->free_resident - target &&
-		       !bit_test(c->used, lo - 1) && bit_test(c->resident, lo - 1))
-			lo--;
-		p = lo;
+		*hi = p + 1;
+		*lo = p;
+		while (*lo > 0 && *hi - *lo < max && page_avail(c, *lo - 1))
+			(*lo)--;
+		p = *lo;
 		if (c->locked && a->holes >= HOLES_MAX &&
-		    !(lo > 0 && page_released(c, lo - 1)) &&
-		    !(hi < CHUNK_PAGES && page_released(c, hi))) {
-			ok = false;
+		    !(*lo > 0 && page_released(c, *lo - 1)) &&
+		    !(*hi < CHUNK_PAGES && page_released(c, *hi))) {
+			*budget_hit = true;
 			continue;
 		}
-		if (!pages_release(a, c, lo, hi))
-			ok = false;
+		return true;
 	}
-	return ok;
+	return false;
 }
 
-static void pages_trim(struct arena *a)
+/*
+ * Empty chunks go whole (one munmap, no VMA split): beyond keep_empty of
+ * them, any with nothing resident, and others while more than high are
+ * resident and at least low stay.  Then the highest free runs, while more
+ * than low are resident.  Returns pages given back; *ok is false when the
+ * kernel or the hole budget refused something.
+ */
+static uint64_t trim_locked(struct arena *a, uint64_t high, uint64_t low, uint32_t keep_empty,
+			    bool *ok)
+{
+	uint64_t freed = 0;
+
+	*ok = true;
+	for (;;) {
+		struct chunk *victim = NULL;
+		uint64_t resident;
+
+		pthread_mutex_lock(&a->page_lock);
+		resident = free_resident(a);
+		for (uint32_t bi = a->nr_blocks; bi-- > 0 && a->nr_empty && !victim;) {
+			struct chunk_block *b = atomic_load_explicit(&a->dir[bi],
+								     memory_order_relaxed);
+
+			for (unsigned int n = BLOCK_CHUNKS; n-- > 0 && !victim;) {
+				struct chunk *c;
+
+				if (!bit_test(b->present, n))
+					continue;
+				c = block_chunk(b, n);
+				if (c->nr_used == 0 &&
+				    (a->nr_empty > keep_empty || c->nr_free_resident == 0 ||
+				     (resident > high && resident - c->nr_free_resident >= low)))
+					victim = c;
+			}
+		}
+		if (victim)
+			chunk_remove(a, victim);
+		pthread_mutex_unlock(&a->page_lock);
+		if (!victim)
+			break;
+		munmap(victim->base, CHUNK_SIZE);
+		freed += victim->nr_free_resident;
+		free(victim);
+	}
+
+	for (;;) {
+		struct chunk *c = NULL;
+		unsigned int lo = 0, hi = 0;
+		bool budget_hit = false;
+		uint64_t resident;
+
+		pthread_mutex_lock(&a->page_lock);
+		resident = free_resident(a);
+		for (uint32_t bi = a->nr_blocks; bi-- > 0 && resident > high && !c;) {
+			struct chunk_block *b = atomic_load_explicit(&a->dir[bi],
+								     memory_order_relaxed);
+
+			for (unsigned int n = BLOCK_CHUNKS; n-- > 0 && !c;) {
+				if (!bit_test(b->present, n) ||
+				    !block_chunk(b, n)->nr_free_resident)
+					continue;
+				if (trim_run_find(a, block_chunk(b, n), resident - low, &lo, &hi,
+						  &budget_hit))
+					c = block_chunk(b, n);
+			}
+		}
+		if (c) {
+			/* Released from here on: no span takes these pages any more. */
+			for (unsigned int p = lo; p < hi; p++)
+				bit_clear(c->resident, p);
+			c->nr_free_resident -= hi - lo;
+			free_resident_add(a, -(int64_t)(hi - lo));
+			chunk_count_holes(a, c);
+			chunk_update_fit(a, c);
+		}
+		pthread_mutex_unlock(&a->page_lock);
+		if (budget_hit)
+			*ok = false;
+		if (!c)
+			break;
+		/* Pages locked by mlockall(MCL_CURRENT) make DONTNEED fail even in
+		 * unlocked chunks.  On failure the run stays released: a refill
+		 * locks it again before any span uses it. */
+		munlock(c->base + (size_t)lo * ARENA_PAGE_SIZE,
+			(size_t)(hi - lo) * ARENA_PAGE_SIZE);
+		if (madvise(c->base + (size_t)lo * ARENA_PAGE_SIZE,
+			    (size_t)(hi - lo) * ARENA_PAGE_SIZE, MADV_DONTNEED)) {
+			*ok = false;
+			break;
+		}
+		freed += hi - lo;
+		/* Down to low once past high: the next trim is some churn away. */
+		high = low;
+	}
+	atomic_fetch_add_explicit(&a->trimmed_pages, freed, memory_order_relaxed);
+	return freed;
+}
+
+/*
+ * Without a reserve thread, frees trim: above max(RESIDENT_MIN, pages_used /
+ * 16) free resident pages, down to half that, keeping one empty chunk.
+ * Called with a class lock held (lock order: cls -> refill -> page).
+ */
+static void trim_inline(struct arena *a)
 {
 	uint64_t used = atomic_load_explicit(&a->pages_used, memory_order_relaxed);
 	uint64_t keep = used / RESIDENT_DIV > RESIDENT_MIN ? used / RESIDENT_DIV : RESIDENT_MIN;
-	bool ok = true;
+	bool want, ok;
 
-	if (a->free_resident <= keep || a->free_resident <= a->trim_floor)
+	pthread_mutex_lock(&a->page_lock);
+	want = (free_resident(a) > keep && free_resident(a) > a->trim_floor) || a->nr_empty > 1;
+	pthread_mutex_unlock(&a->page_lock);
+	if (!want)
 		return;
-	/* Down to half the allowance, so the next trim is some churn away. */
-	for (uint32_t bi = a->nr_blocks; bi-- > 0 && a->free_resident > keep / 2;) {
-		struct chunk_block *b = atomic_load_explicit(&a->dir[bi], memory_order_relaxed);
-
-		for (unsigned int n = BLOCK_CHUNKS; n-- > 0 && a->free_resident > keep / 2;) {
-			struct chunk *c;
-
-			if (!bit_test(b->present, n))
-				continue;
-			c = atomic_load_explicit(&b->chunk[n], memory_order_relaxed);
-			if (c->nr_free_resident && !chunk_trim(a, c, keep / 2))
-				ok = false;
-		}
-	}
+	pthread_mutex_lock(&a->refill_lock);
+	trim_locked(a, keep, keep / 2, 1, &ok);
 	/* If the kernel or the hole budget refused, do not retry on every free. */
-	a->trim_floor = ok ? 0 : a->free_resident + keep;
-}
-
-static void pages_free(struct arena *a, struct chunk *c, unsigned int first, unsigned int k)
-{
-	for (unsigned int i = first; i < first + k; i++) {
-		assert(bit_test(c->used, i));
-		bit_clear(c->used, i);
-	}
-	c->nr_used -= k;
-	c->nr_free_resident += k;
-	a->free_resident += k;
-	atomic_fetch_sub_explicit(&a->pages_used, k, memory_order_relaxed);
-	chunk_update_fit(a, c);
-	if (c->nr_used == 0) {
-		if (!a->spare) {
-			a->spare = c;
-		} else if (a->spare != c) {
-			/* Keep the lower one: allocation fills low chunks first. */
-			struct chunk *victim = a->spare->index > c->index ? a->spare : c;
-
-			a->spare = victim == c ? a->spare : c;
-			chunk_unmap(a, victim);
-		}
-	}
-	pages_trim(a);
+	pthread_mutex_lock(&a->page_lock);
+	a->trim_floor = ok ? 0 : free_resident(a) + keep;
+	pthread_mutex_unlock(&a->page_lock);
+	pthread_mutex_unlock(&a->refill_lock);
 }
 
 /* ---- spans (cls->lock held) --------------------------------------------- */
@@ -704,39 +1082,38 @@ static void span_put(struct arena_class *cls, struct span *s, unsigned int idx)
 	cls->objs_used--;
 }
 
+
+/*
+ * A new span for cls: a descriptor and a run of resident pages, both taken
+ * under page_lock with no system call.  -EAGAIN when the reserve has
+ * neither (the hook is called in reserve mode), -ENOSPC past the limit.
+ */
 static int span_create(struct arena *a, struct arena_class *cls, struct span **sp)
 {
 	struct span *s;
-	struct chunk *c;
-	unsigned int first;
+	struct chunk *c = NULL;
+	unsigned int first = 0;
 	uint16_t *stack;
-	bool relock;
+	bool low;
 	int ret;
 
-	if (cls->cache) {
-		s = cls->cache;
-		cls->cache = s->next;
-		cls->nr_cache--;
-	} else {
-		s = malloc(cls->desc_size);
-		if (!s)
-			return -ENOMEM;
-	}
 	pthread_mutex_lock(&a->page_lock);
-	ret = pages_alloc(a, cls->pages_per_span, &c, &first, &relock);
+	s = desc_take(a, cls);
+	ret = s ? pages_take(a, cls->pages_per_span, &c, &first) : -EAGAIN;
+	if (ret && s)
+		desc_put(a, cls, s);
+	low = a->reserve_mode && reserve_low(a);
 	pthread_mutex_unlock(&a->page_lock);
-	if (ret) {
-		s->next = cls->cache;
-		cls->cache = s;
-		cls->nr_cache++;
-		if (ret == -ENOSPC)
-			atomic_fetch_add_explicit(&a->alloc_fail_limit, 1, memory_order_relaxed);
+
+	if (ret == -ENOSPC)
+		atomic_fetch_add_explicit(&a->alloc_fail_limit, 1, memory_order_relaxed);
+	if (ret == -EAGAIN && a->reserve_mode)
+		atomic_fetch_add_explicit(&a->reserve_dry, 1, memory_order_relaxed);
+	if ((low || (ret == -EAGAIN && a->reserve_mode)) && a->low_hook &&
+	    !atomic_exchange(&a->low_signalled, true))
+		a->low_hook(a->low_arg);
+	if (ret)
 		return ret;
-	}
-	/* Failure only leaves the pages unlocked: they are still usable. */
-	if (relock)
-		mlock(c->base + (size_t)first * ARENA_PAGE_SIZE,
-		      (size_t)cls->pages_per_span * ARENA_PAGE_SIZE);
 
 	s->chunk = c;
 	s->first_page = first;
@@ -764,14 +1141,10 @@ static void span_destroy(struct arena *a, struct arena_class *cls, struct span *
 	cls->spans--;
 	pthread_mutex_lock(&a->page_lock);
 	pages_free(a, c, s->first_page, cls->pages_per_span);
+	desc_put(a, cls, s);
 	pthread_mutex_unlock(&a->page_lock);
-	if (cls->nr_cache < DESC_CACHE_MAX) {
-		s->next = cls->cache;
-		cls->cache = s;
-		cls->nr_cache++;
-	} else {
-		free(s);
-	}
+	if (!a->reserve_mode)
+		trim_inline(a);
 }
 
 /* The fullest span with a free place, or NULL. */
@@ -813,8 +1186,11 @@ static void class_init(struct arena_class *cls, unsigned int ci)
 	cls->bitmap_words = (best_objs + 63) / 64;
 	bytes = sizeof(struct span) + cls->bitmap_words * sizeof(uint64_t) +
 		best_objs * (sizeof(uint32_t) + sizeof(uint16_t));
-	cls->desc_size = (bytes + 7) & ~(size_t)7;
+	cls->desc_size = (bytes + DESC_ALIGN - 1) & ~(size_t)(DESC_ALIGN - 1);
+	assert(cls->desc_size <= ARENA_PAGE_SIZE);
+	cls->desc_bucket = cls->desc_size / DESC_ALIGN - 1;
 }
+
 
 /* ---- public API --------------------------------------------------------- */
 
@@ -840,6 +1216,7 @@ struct arena *arena_create(uint64_t limit_bytes)
 
 		a->merged_class[ci] = same ? a->merged_class[ci + 1] : (uint8_t)ci;
 	}
+	pthread_mutex_init(&a->refill_lock, NULL);
 	pthread_mutex_init(&a->page_lock, NULL);
 	atomic_init(&a->limit_bytes, limit_bytes);
 	return a;
@@ -857,25 +1234,23 @@ void arena_destroy(struct arena *a)
 
 			if (!c)
 				continue;
-			for (unsigned int p = 0; p < CHUNK_PAGES; p++)
-				free(c->spans[p]);
 			munmap(c->base, CHUNK_SIZE);
 			free(c);
 		}
 		free(b);
 	}
-	for (unsigned int ci = 0; ci < ARENA_NR_CLASSES; ci++) {
-		struct arena_class *cls = &a->classes[ci];
+	/* Descriptors live in these blocks: nothing to free one by one. */
+	while (a->desc_blocks) {
+		struct desc_block *blk = a->desc_blocks;
 
-		while (cls->cache) {
-			struct span *s = cls->cache;
-
-			cls->cache = s->next;
-			free(s);
-		}
-		pthread_mutex_destroy(&cls->lock);
+		a->desc_blocks = blk->next;
+		munmap(blk->base, (size_t)DESC_BLOCK_PAGES * ARENA_PAGE_SIZE);
+		free(blk);
 	}
+	for (unsigned int ci = 0; ci < ARENA_NR_CLASSES; ci++)
+		pthread_mutex_destroy(&a->classes[ci].lock);
 	pthread_mutex_destroy(&a->page_lock);
+	pthread_mutex_destroy(&a->refill_lock);
 	free(a);
 }
 
@@ -899,6 +1274,15 @@ int arena_alloc(struct arena *a, size_t size, uint32_t owner, uint64_t *handle)
 	s = class_fullest(cls);
 	if (!s) {
 		ret = span_create(a, cls, &s);
+		/* No reserve thread: refill here (see "Who refills"), again if
+		 * other threads took what the refill added. */
+		while (ret == -EAGAIN && !a->reserve_mode) {
+			pthread_mutex_lock(&a->refill_lock);
+			ret = refill_locked(a, 1);
+			pthread_mutex_unlock(&a->refill_lock);
+			if (!ret)
+				ret = span_create(a, cls, &s);
+		}
 		if (ret) {
 			pthread_mutex_unlock(&cls->lock);
 			return ret;
@@ -1029,6 +1413,42 @@ uint64_t arena_compact(struct arena *a, arena_migrate_fn migrate, void *cookie)
 	return freed;
 }
 
+
+/* ---- the reserve ---------------------------------------------------------- */
+
+void arena_set_reserve_mode(struct arena *a, void (*low)(void *arg), void *arg)
+{
+	a->low_hook = low;
+	a->low_arg = arg;
+	a->reserve_mode = true;
+}
+
+void arena_set_reserve_target(struct arena *a, uint64_t pages)
+{
+	atomic_store_explicit(&a->reserve_target, pages, memory_order_relaxed);
+}
+
+int arena_refill(struct arena *a, uint64_t pages)
+{
+	int err;
+
+	pthread_mutex_lock(&a->refill_lock);
+	err = refill_locked(a, pages);
+	pthread_mutex_unlock(&a->refill_lock);
+	return err;
+}
+
+uint64_t arena_trim(struct arena *a, uint64_t high, uint64_t low)
+{
+	uint64_t freed;
+	bool ok;
+
+	pthread_mutex_lock(&a->refill_lock);
+	freed = trim_locked(a, high, low, UINT32_MAX, &ok);
+	pthread_mutex_unlock(&a->refill_lock);
+	return freed;
+}
+
 void arena_get_stats(struct arena *a, struct arena_stats *st)
 {
 	st->pages_used = atomic_load_explicit(&a->pages_used, memory_order_relaxed);
@@ -1039,6 +1459,15 @@ void arena_get_stats(struct arena *a, struct arena_stats *st)
 	st->limit_bytes = atomic_load_explicit(&a->limit_bytes, memory_order_relaxed);
 	st->alloc_fail_limit = atomic_load_explicit(&a->alloc_fail_limit,
 						    memory_order_relaxed);
+	st->reserve_pages = free_resident(a);
+	st->reserve_target = atomic_load_explicit(&a->reserve_target, memory_order_relaxed);
+	st->reserve_dry = atomic_load_explicit(&a->reserve_dry, memory_order_relaxed);
+	st->refills = atomic_load_explicit(&a->refills, memory_order_relaxed);
+	st->refill_pages = atomic_load_explicit(&a->refill_pages, memory_order_relaxed);
+	st->trimmed_pages = atomic_load_explicit(&a->trimmed_pages, memory_order_relaxed);
+	st->pages_taken = atomic_load_explicit(&a->pages_taken, memory_order_relaxed);
+	st->desc_bytes = atomic_load_explicit(&a->desc_bytes, memory_order_relaxed);
+	st->desc_free_bytes = atomic_load_explicit(&a->desc_free_bytes, memory_order_relaxed);
 }
 
 void arena_get_class_stats(struct arena *a, struct arena_class_stats *out)

@@ -11,11 +11,24 @@
  * lets the owner of the object (the page store) do the copy under its own
  * lock.
  *
- * Memory is mapped in large chunks and handed out a page at a time, so the
- * number of mappings stays small.  Pages that no span uses are given back to
- * the kernel (munlock + MADV_DONTNEED, since the daemon runs under
- * mlockall(MCL_FUTURE) and locked pages cannot be discarded), and locked
- * again when they are reused; a chunk with no page in use is unmapped.
+ * Memory is mapped in large chunks, populated and locked, and handed out a
+ * page at a time, so the number of mappings stays small.  Free pages that
+ * stay resident and locked are the reserve; pages beyond it are given back
+ * to the kernel (munlock + MADV_DONTNEED, since the daemon runs under
+ * mlockall(MCL_FUTURE) and locked pages cannot be discarded) and locked
+ * again before they are reused; a chunk with no page in use is unmapped.
+ *
+ * The reserve.  A thread that serves swap must never fault memory in: the
+ * fault may reclaim, reclaim may swap out to our own device, and that I/O
+ * waits for the very thread that faulted.  By default the arena refills and
+ * trims itself from arena_alloc() and arena_free(), which is fine for tools
+ * and tests.  In reserve mode (arena_set_reserve_mode()) arena_alloc() only
+ * takes pages that are already resident and locked, and span descriptors
+ * from a pool kept the same way, with no system call at all: when either
+ * runs out it fails at once with -EAGAIN, and arena_free() never gives
+ * memory back.  The owner then keeps the reserve filled with arena_refill()
+ * and trimmed with arena_trim(), from a thread that may block in reclaim
+ * because it holds nothing a request needs.
  *
  * All functions are thread safe.
  */
@@ -46,9 +59,11 @@ void arena_set_limit(struct arena *a, uint64_t limit_bytes);
 /*
  * Allocate an object of size bytes (1..ARENA_MAX_OBJ) on behalf of owner
  * (an id the arena keeps for arena_compact, e.g. a slot number).
- * Returns 0 and sets *handle, -ENOSPC when the limit would be passed, or
- * -ENOMEM when the system has no memory.  Never blocks on anything but the
- * arena's own short locks.
+ * Returns 0 and sets *handle, -ENOSPC when the limit would be passed,
+ * -EAGAIN in reserve mode when the reserve has no room for a new span (the
+ * low hook has been called), or -ENOMEM when the system has no memory.  In
+ * reserve mode it never blocks on anything but the arena's own short locks
+ * and makes no system call.
  */
 int arena_alloc(struct arena *a, size_t size, uint32_t owner, uint64_t *handle);
 void arena_free(struct arena *a, uint64_t handle);
@@ -78,6 +93,31 @@ typedef int (*arena_migrate_fn)(void *cookie, uint32_t owner, uint64_t old_handl
 /* Returns the number of pages given back. */
 uint64_t arena_compact(struct arena *a, arena_migrate_fn migrate, void *cookie);
 
+/*
+ * Reserve mode: from now on arena_alloc() and arena_free() make no system
+ * call (see the top of this file).  low(arg) is called, from a request
+ * thread and with an arena lock held, when the reserve falls below three
+ * quarters of its target or runs dry; it must only wake the refilling thread (an eventfd
+ * write).  It is called again only after the next arena_refill().
+ */
+void arena_set_reserve_mode(struct arena *a, void (*low)(void *arg), void *arg);
+/* How many free resident pages arena_refill() should keep. */
+void arena_set_reserve_target(struct arena *a, uint64_t pages);
+/*
+ * Map, populate and lock memory until at least `pages` free pages are
+ * resident (and at least one run long enough for any span), with span
+ * descriptors to match.  May block in reclaim; takes the arena's page lock
+ * only for short bookkeeping, never across a system call.  Returns 0, or
+ * -ENOMEM when the kernel would not give (or lock) the memory.
+ */
+int arena_refill(struct arena *a, uint64_t pages);
+/*
+ * When more than `high` free pages are resident, give pages back (empty
+ * chunks first, then the highest free runs) until `low` are.  Returns the
+ * pages given back.  Blocks like arena_refill().
+ */
+uint64_t arena_trim(struct arena *a, uint64_t high, uint64_t low);
+
 struct arena_class_stats {
 	uint32_t size;			/* object size of the class */
 	uint32_t pages_per_span;
@@ -94,6 +134,16 @@ struct arena_stats {
 	uint64_t objs_used;
 	uint64_t limit_bytes;
 	uint64_t alloc_fail_limit;	/* arena_alloc that returned -ENOSPC */
+	/* The reserve */
+	uint64_t reserve_pages;		/* free pages resident and locked now */
+	uint64_t reserve_target;	/* as arena_set_reserve_target() set it */
+	uint64_t reserve_dry;		/* arena_alloc that returned -EAGAIN */
+	uint64_t refills;		/* chunks mapped, runs relocked, descriptor blocks */
+	uint64_t refill_pages;		/* pages those made resident */
+	uint64_t trimmed_pages;		/* free pages given back */
+	uint64_t pages_taken;		/* pages ever taken by spans: the write rate */
+	uint64_t desc_bytes;		/* mapped for span descriptors (kept) */
+	uint64_t desc_free_bytes;	/* of which free, ready for new spans */
 };
 
 void arena_get_stats(struct arena *a, struct arena_stats *st);

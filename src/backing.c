@@ -27,11 +27,13 @@
  *		  where that ended) and keeps the segment open while it has room,
  *		  so small batches of writeback still pack into full segments.
  *	FULL	  written; holds live objects.
+ *	DEAD	  written, all objects dead, its hole not punched yet (with
+ *		  backing_defer_punch(): the writer punches it).
  *	PUNCHING  written, all objects dead, hole being punched: not reusable
  *		  until that is done, so a punch never lands on new data.
  * An OPEN segment whose objects all die stays OPEN (its flush then starts
  * it again, under a new sequence, and writes nothing); a FULL one becomes
- * PUNCHING, then FREE.
+ * PUNCHING (or DEAD, then PUNCHING), then FREE.
  *
  * Sequences.  b->seq[seg] is the number the segment got when it was last
  * opened or started again (b->next_seq counts them; 64 bits never wrap).
@@ -85,7 +87,7 @@
  * starting at most 4080 bytes into a block end within the third block. */
 #define READER_BUF	(3 * BACKING_ALIGN)
 
-enum seg_state { SEG_FREE, SEG_OPEN, SEG_FULL, SEG_PUNCHING };
+enum seg_state { SEG_FREE, SEG_OPEN, SEG_FULL, SEG_PUNCHING, SEG_DEAD };
 
 struct backing_hdr {
 	uint32_t magic;
@@ -140,6 +142,8 @@ struct backing {
 	uint32_t pend_live;		/* and their bytes */
 	bool close_wanted;		/* no more appends: close at the next flush */
 	bool flushing;
+	bool defer_punch;		/* dead segments wait for backing_reap() */
+	uint32_t nr_dead;		/* segments DEAD */
 	uint64_t segs_used;		/* not FREE */
 	uint64_t bytes_live;
 	uint64_t objects;
@@ -968,6 +972,8 @@ int backing_flush(struct backing *b)
 	bool dead = false;
 	int ret;
 
+	/* Dead segments first: free ones for open_next() below. */
+	backing_reap(b);
 	pthread_mutex_lock(&b->lock);
 	if (b->flushing) {
 		pthread_mutex_unlock(&b->lock);
@@ -1154,11 +1160,44 @@ void backing_free(struct backing *b, uint64_t loc, uint16_t len)
 		b->pend_live -= size;
 	}
 	punch = b->live[seg] == 0 && b->state[seg] == SEG_FULL;
-	if (punch)
+	if (punch && b->defer_punch) {
+		b->state[seg] = SEG_DEAD;
+		b->nr_dead++;
+		punch = false;
+	} else if (punch) {
 		b->state[seg] = SEG_PUNCHING;
+	}
 	pthread_mutex_unlock(&b->lock);
 	if (punch)
 		punch_segment(b, seg);
+}
+
+void backing_defer_punch(struct backing *b)
+{
+	pthread_mutex_lock(&b->lock);
+	b->defer_punch = true;
+	pthread_mutex_unlock(&b->lock);
+}
+
+void backing_reap(struct backing *b)
+{
+	for (;;) {
+		uint32_t seg = NO_SEG, i;
+
+		pthread_mutex_lock(&b->lock);
+		for (i = 0; b->nr_dead && i < b->nr_segs; i++) {
+			if (b->state[i] == SEG_DEAD) {
+				b->state[i] = SEG_PUNCHING;
+				b->nr_dead--;
+				seg = i;
+				break;
+			}
+		}
+		pthread_mutex_unlock(&b->lock);
+		if (seg == NO_SEG)
+			return;
+		punch_segment(b, seg);
+	}
 }
 
 void backing_get_stats(struct backing *b, struct backing_stats *s)

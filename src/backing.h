@@ -40,13 +40,14 @@
  * or a stray write may do, not what an attacker may.  A read that does not
  * find exactly what was written returns -EIO, never wrong data.
  *
- * Threads.  backing_append(), backing_flush() and backing_abort() are the
- * writer's: one thread at a time (the writeback thread).  backing_read(),
- * backing_free() and backing_get_stats() may be called from any thread,
- * concurrently with everything, including a flush in progress; each reading
- * thread has a backing_reader of its own.  The caller must keep an object
- * from being freed while it reads it (for the store: the slot lock).  No
- * function allocates memory after backing_open() but backing_reader_create().
+ * Threads.  backing_append(), backing_flush(), backing_abort() and
+ * backing_reap() are the writer's: one thread at a time (the writeback
+ * thread).  backing_read(), backing_free() and backing_get_stats() may be
+ * called from any thread, concurrently with everything, including a flush
+ * in progress; each reading thread has a backing_reader of its own.  The
+ * caller must keep an object from being freed while it reads it (for the
+ * store: the slot lock).  No function allocates memory after backing_open()
+ * but backing_reader_create().
  */
 #ifndef ZSWAPFS_BACKING_H
 #define ZSWAPFS_BACKING_H
@@ -149,6 +150,15 @@ int backing_read(struct backing_reader *r, uint64_t loc, uint32_t slot, const vo
 		 uint16_t *len, uint8_t *codec);
 /* The object at loc, of len bytes, is dead. */
 void backing_free(struct backing *b, uint64_t loc, uint16_t len);
+/*
+ * From now on a segment whose last object dies in backing_free() is not
+ * punched there (fallocate takes the inode lock and journal memory, which a
+ * thread serving swap must not wait for) but by the writer: backing_reap(),
+ * which backing_flush() also does first.  Call before threads use b.
+ */
+void backing_defer_punch(struct backing *b);
+/* The writer's: punch the segments that died since, making them free. */
+void backing_reap(struct backing *b);
 
 /*
  * Segment compaction: objects of a sparse segment are read back and staged

@@ -39,12 +39,14 @@ struct setting {
 /* The words of each SETTING_CHOICE, NULL-terminated; the index of a word is
  * the value stored. */
 static const char *const lock_memory_words[] = { "required", "try", NULL };	/* enum zs_lock_memory */
+static const char *const memcg_words[] = { "move", "refuse", "ignore", NULL };	/* enum zs_memcg */
 
 static const struct {
 	size_t offset;
 	const char *const *words;
 } setting_choices[] = {
 	{ OFF(lock_memory), lock_memory_words },
+	{ OFF(memcg), memcg_words },
 };
 
 /* A sanitizer build cannot lock memory at all (harden.h): it is for tests. */
@@ -85,6 +87,11 @@ static const struct setting settings[] = {
 	{ "stats_group", SETTING_GROUP, 0, 0, false, "", OFF(stats_group),
 	  "group (name or number) that may read the stats file of a mount with "
 	  "allow_other (\"\": none, and allow_other is refused)" },
+	/* Locked memory kept for new pages (reserve.h says how it is sized). */
+	{ "reserve", SETTING_SIZE, 0, INT64_C(1) << 40, false, "0", OFF(reserve),
+	  "memory kept resident for writes that need new pages; 0: sized from the write rate" },
+	{ "memcg", SETTING_CHOICE, 0, 0, false, "move", OFF(memcg),
+	  "under a memory cgroup limit: move out of it, refuse to start, or ignore the risk" },
 
 	{ "recompress.enabled", SETTING_BOOL, 0, 1, false, "true", OFF(recompress_enabled),
 	  "recompress idle pages in the background" },

@@ -21,6 +21,13 @@ enum zs_lock_memory {
 	ZS_LOCK_TRY,			/* warn and go on */
 };
 
+/* What to do at start under a memory cgroup limit (memcg.h says why). */
+enum zs_memcg {
+	ZS_MEMCG_MOVE,			/* into a cgroup of our own without a limit */
+	ZS_MEMCG_REFUSE,		/* refuse to start */
+	ZS_MEMCG_IGNORE,		/* go on under the limit */
+};
+
 struct zs_group_setting {
 	char name[64];			/* as given; "" = none */
 	int64_t gid;			/* -1 = none */
@@ -38,6 +45,8 @@ struct zs_config {
 	/* Who besides root may read `stats` (with allow_other); nobody
 	 * else ever reaches `swap` or `control`. */
 	struct zs_group_setting stats_group;
+	uint64_t reserve;		/* bytes; 0 = sized from the write rate */
+	int memcg;			/* enum zs_memcg */
 
 	/* Idle recompression (recompress.*) */
 	bool recompress_enabled;

@@ -18,6 +18,7 @@
 #include "harden.h"
 #include "log.h"
 #include "policy.h"
+#include "reserve.h"
 #include "store.h"
 #include "uring.h"
 
@@ -585,6 +586,7 @@ static void *loop_thread(void *arg)
 	int res;
 
 	current_thread = t;
+	reserve_prepare_thread();	/* serving must not fault: reserve.h */
 	while (!fuse_session_exited(t->se)) {
 		t->read_err = 0;
 		res = fuse_session_receive_buf(t->se, &buf);
@@ -748,6 +750,7 @@ static int ring_thread_start(void *arg, unsigned int qid)
 		return err;
 	}
 	current_thread = t;
+	reserve_prepare_thread();
 	return 0;
 }
 

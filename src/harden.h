@@ -5,8 +5,9 @@
  * memory the kernel cannot give, and the daemon must be the last thing
  * killed.  Once started, it keeps no privilege it does not use.
  *
- * Start-up order (main.c): harden_io_flusher() before any thread;
- * harden_memory(); the start-up steps that still need privilege; then
+ * Start-up order (main.c): the start-up steps that need privilege
+ * (privileged_startup(), early: before anything big is allocated);
+ * harden_io_flusher() before any thread; harden_memory(); then
  * harden_drop_privileges(), still before any thread, since capabilities
  * belong to each thread and threads inherit them when they are made.
  */

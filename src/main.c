@@ -11,11 +11,13 @@
  * settings go to FUSE (allow_other only with stats_group, see ACCESS in
  * zswapfs(8)).
  *
- * Start-up, in order: options and settings; the fork to the background
- * (the parent waits for the child to be ready and exits with its status);
+ * Start-up, in order: malloc's set-up for the request path (reserve.h);
+ * options and settings; the fork to the background (the parent waits for
+ * the child to be ready and exits with its status); privileged_startup()
+ * (out from under a memory cgroup limit: before anything big is allocated);
  * the unmount helper (unmounter.h), forked while nothing secret exists;
- * backing file, page store, FUSE session, mount; hardening (mlockall);
- * privileged_startup(); the drop of every privilege left; the threads.
+ * backing file, page store, FUSE session, mount; hardening (mlockall); the
+ * drop of every privilege left; the threads, the reserve's first.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -25,6 +27,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/sysinfo.h>
 #include <unistd.h>
 
 #include <fuse_lowlevel.h>
@@ -35,7 +38,10 @@
 #include "fs.h"
 #include "harden.h"
 #include "log.h"
+#include "memcg.h"
 #include "policy.h"
+#include "reserve.h"
+#include "stats.h"
 #include "store.h"
 #include "unmounter.h"
 
@@ -405,15 +411,44 @@ static void daemon_ready(int *ready_fd, bool journal)
 }
 
 /*
- * Start-up steps that need privilege go here: they run after the mount and
- * after memory is locked, before harden_drop_privileges() takes every
- * capability away, and before any thread exists.  Return 0, or -errno after
- * a message: start-up then fails and the mount is undone.
+ * Out from under a memory cgroup limit, or refuse, as the memcg setting
+ * says (memcg.h).  -1 after a message.
+ */
+static int leave_memcg(const struct zs_config *cfg)
+{
+	static const enum memcg_mode modes[] = {
+		[ZS_MEMCG_MOVE] = MEMCG_MOVE,
+		[ZS_MEMCG_REFUSE] = MEMCG_REFUSE,
+		[ZS_MEMCG_IGNORE] = MEMCG_IGNORE,
+	};
+	struct sysinfo si;
+	char err[1024];
+
+	if (sysinfo(&si))
+		si.totalram = 0, si.mem_unit = 1;
+	if (memcg_apply(NULL, modes[cfg->memcg], (uint64_t)si.totalram * si.mem_unit, err,
+			sizeof(err))) {
+		fprintf(stderr, "zswapfs: %s\n", err);
+		return -1;
+	}
+	return 0;
+}
+
+/*
+ * Start-up steps that need privilege go here.  They run in the daemon's
+ * own process (after the fork to the background), before anything big is
+ * allocated or locked: what is charged to a memory cgroup stays charged
+ * there when we move out of it, and the memory cgroup move is one of them.
+ * Hence also before the unmount helper is forked (it removes the cgroup
+ * made here once the daemon has ended, which the daemon, without
+ * privileges by then, may not: memcg.h) and before the mount, so that a
+ * refusal leaves nothing mounted.  Still long before
+ * harden_drop_privileges() takes every capability away, and before any
+ * thread exists.  Return 0, or -1 after a message: start-up then fails.
  */
 static int privileged_startup(const struct zs_config *cfg)
 {
-	(void)cfg;
-	return 0;
+	return leave_memcg(cfg);
 }
 
 /* fs.h's request_unmount: a stop signal, and swap is not on us. */
@@ -435,7 +470,9 @@ static bool connection_ended(struct fuse_session *se)
 int main(int argc, char **argv)
 {
 	struct unmounter um = { .pid = -1, .fd = -1 };
+	struct reserve_config rcfg;
 	struct policy_config pcfg;
+	struct reserve *reserve;
 	struct backing *backing;
 	struct store_params sp;
 	struct fuse_session *se;
@@ -446,6 +483,8 @@ int main(int argc, char **argv)
 	bool journal = false, privileged = true;
 	int err, i, ret = 1, ready_fd = -1;
 
+	/* Before anything is allocated: the heap the request path takes from. */
+	reserve_setup_malloc();
 	sanitize_stdio();
 	if (parse_cmdline(&cl, argc, argv) || load_settings(&cfg, &cl) ||
 	    check_access(&cl, &cfg) || build_fuse_args(&cl))
@@ -464,6 +503,8 @@ int main(int argc, char **argv)
 		}
 		journal = stderr_is_journal();
 	}
+	if (privileged_startup(&cfg))
+		goto out_args;
 	err = unmounter_start(&um, cl.mountpoint, !cl.foreground && !journal);
 	if (err) {
 		fprintf(stderr, "zswapfs: cannot start the unmount helper: %s\n", strerror(-err));
@@ -478,6 +519,9 @@ int main(int argc, char **argv)
 	sp.recomp_level = (int)cfg.recompress_level;
 	if (open_backing(&cfg, &backing))
 		goto out_helper;
+	/* A discard on a request thread must not punch the file (backing.h). */
+	if (backing)
+		backing_defer_punch(backing);
 	sp.backing = backing;
 	sp.promote = cfg.writeback_promote;
 	st = store_create(&sp);
@@ -517,8 +561,7 @@ int main(int argc, char **argv)
 	harden_io_flusher();
 	if (harden_memory(cfg.lock_memory == ZS_LOCK_REQUIRED))
 		goto out_unmount;
-	if (privileged_startup(&cfg))
-		goto out_unmount;
+	stats_init();
 	/* Still before any thread: capabilities are per thread. */
 	privileged = false;
 	if (harden_drop_privileges())
@@ -530,7 +573,16 @@ int main(int argc, char **argv)
 	if (err)
 		log_warn("no log thread (%s): messages are written at once", strerror(-err));
 	/* After fork and mlockall: threads do not survive a fork, and their
-	 * stacks must be locked. */
+	 * stacks must be locked.  The reserve first: every thread that
+	 * allocates from the arena must find it in reserve mode.  Its refills
+	 * lock pages without privilege: RLIMIT_MEMLOCK is unlimited, or
+	 * CAP_IPC_LOCK was kept (harden.h). */
+	rcfg.fixed_bytes = cfg.reserve;
+	reserve = reserve_start(store_arena(st), &rcfg);
+	if (!reserve) {
+		log_err("cannot fill the reserve of locked memory: %s", strerror(errno));
+		goto out_unmount;
+	}
 	pcfg.recompress = cfg.recompress_enabled;
 	pcfg.idle_age = (uint32_t)cfg.recompress_idle_age;
 	pcfg.threshold = (size_t)cfg.recompress_threshold;
@@ -545,7 +597,7 @@ int main(int argc, char **argv)
 	fs.policy = policy_start(st, &pcfg);
 	if (!fs.policy) {
 		log_err("cannot start the policy thread: %s", strerror(errno));
-		goto out_unmount;
+		goto out_reserve;
 	}
 	if (!cl.foreground) {
 		if (!journal && log_to_syslog())
@@ -573,7 +625,8 @@ int main(int argc, char **argv)
 		ret = 0;
 	store_set_make_room(st, NULL, NULL);
 	policy_stop(fs.policy);
-
+out_reserve:
+	reserve_stop(reserve);
 out_unmount:
 	/* Without privileges the helper unmounts (nothing serves the mount
 	 * now, and a fuse mount's unmount asks nothing of the daemon); then
@@ -590,8 +643,14 @@ out_store:
 out_backing:
 	backing_close(backing);
 out_helper:
+	/* Out of our own memory cgroup, if we made one, so that the helper
+	 * can remove it once we close its pipe. */
+	memcg_return();
 	unmounter_stop(&um, false);
 out_args:
+	/* Without the helper (it failed to start, or died), or with privileges
+	 * still, remove it ourselves if we may. */
+	memcg_restore();
 	log_stop();
 	for (i = 0; i < cl.nr_settings; i++)
 		free(cl.settings[i]);

@@ -1,4 +1,7 @@
 /* SPDX-License-Identifier: GPL-2.0-or-later */
+#ifndef _GNU_SOURCE
+#define _GNU_SOURCE	/* pthread_setname_np */
+#endif
 #include <errno.h>
 #include <pthread.h>
 #include <stdatomic.h>
@@ -10,6 +13,7 @@
 #include <unistd.h>
 
 #include "arena.h"
+#include "backing.h"
 #include "harden.h"
 #include "log.h"
 #include "policy.h"
@@ -345,8 +349,9 @@ static void auto_writeback(struct policy *pol, bool idle_due)
 static void *policy_thread(void *arg)
 {
 	struct policy *pol = arg;
-	time_t last_auto = time(NULL);
+	time_t last_auto = time(NULL), last_tick = last_auto;
 
+	pthread_setname_np(pthread_self(), "zswapfs-policy");
 	/* Below every request: see the header on why not SCHED_IDLE. */
 	if (setpriority(PRIO_PROCESS, (id_t)syscall(SYS_gettid), 19))
 		log_warn("policy thread: cannot lower its priority");
@@ -354,10 +359,19 @@ static void *policy_thread(void *arg)
 	pthread_mutex_lock(&pol->lock);
 	while (!atomic_load(&pol->stop)) {
 		struct timespec until;
-		bool idle_due;
+		bool idle_due, tick_due;
 
+		/*
+		 * Requests first, but never for longer than a tick: under a
+		 * steady stream of them (writes waiting for room, as long as a
+		 * workload swaps hard) the tick's own work below would never
+		 * run, and with it backing-file compaction and the deferred
+		 * punches: the file would fill with dead objects.  That work
+		 * is bounded (a few segments; passes yield to urgent requests).
+		 */
+		tick_due = time(NULL) - last_tick >= POLICY_TICK_S;
 		/* Room for writes first: they fail or wait without it. */
-		if (pol->room_wanted != pol->room_done) {
+		if (!tick_due && pol->room_wanted != pol->room_done) {
 			uint64_t upto = pol->room_wanted;
 
 			pthread_mutex_unlock(&pol->lock);
@@ -365,13 +379,13 @@ static void *policy_thread(void *arg)
 			pthread_mutex_lock(&pol->lock);
 			continue;
 		}
-		if (atomic_load(&pol->wb_kicked)) {
+		if (!tick_due && atomic_load(&pol->wb_kicked)) {
 			pthread_mutex_unlock(&pol->lock);
 			watermark_tick(pol);
 			pthread_mutex_lock(&pol->lock);
 			continue;
 		}
-		if (pol->recomp_pending) {
+		if (!tick_due && pol->recomp_pending) {
 			struct policy_recomp_request req = pol->recomp_req;
 			bool marked = pol->idle_marked;
 			uint32_t mark = pol->idle_mark;
@@ -384,7 +398,7 @@ static void *policy_thread(void *arg)
 			pthread_mutex_lock(&pol->lock);
 			continue;
 		}
-		if (pol->wb_pending) {
+		if (!tick_due && pol->wb_pending) {
 			struct policy_wb_request req = pol->wb_req;
 			bool marked = pol->idle_marked;
 			uint32_t mark = pol->idle_mark;
@@ -397,7 +411,7 @@ static void *policy_thread(void *arg)
 			pthread_mutex_lock(&pol->lock);
 			continue;
 		}
-		if (pol->compact_pending) {
+		if (!tick_due && pol->compact_pending) {
 			pol->compact_pending = false;
 			pthread_mutex_unlock(&pol->lock);
 			compact(pol, "control");
@@ -406,9 +420,13 @@ static void *policy_thread(void *arg)
 		}
 		pthread_mutex_unlock(&pol->lock);
 
+		last_tick = time(NULL);
 		idle_due = time(NULL) - last_auto >= POLICY_AUTO_PASS_S;
-		if (pol->wb)
+		if (pol->wb) {
+			/* Segments that died on request threads (backing_defer_punch). */
+			backing_reap(store_backing(pol->st));
 			auto_writeback(pol, idle_due);
+		}
 		maybe_compact(pol);
 		if (idle_due)
 			last_auto = time(NULL);

@@ -4,6 +4,7 @@
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <sys/prctl.h>
 #include <unistd.h>
 
 #include "arena.h"
@@ -11,11 +12,17 @@
 #include "codec.h"
 #include "harden.h"
 #include "log.h"
+#include "memcg.h"
 #include "policy.h"
+#include "reserve.h"
 #include "seal.h"
 #include "stats.h"
 #include "store.h"
 #include "uring.h"
+
+#ifndef PR_GET_IO_FLUSHER
+#define PR_GET_IO_FLUSHER 58
+#endif
 
 void stats_io_account(struct stats_io *io, enum stats_req kind, uint64_t bytes, uint64_t ns,
 		      int err)
@@ -33,21 +40,39 @@ void stats_io_account(struct stats_io *io, enum stats_req kind, uint64_t bytes, 
 		atomic_fetch_add_explicit(&io->errors[kind], 1, memory_order_relaxed);
 }
 
+static int statm_fd = -1;
+
+void stats_init(void)
+{
+	char buf[128];
+
+	if (statm_fd >= 0)
+		return;
+	statm_fd = open("/proc/self/statm", O_RDONLY | O_CLOEXEC);
+	/* The first read allocates the seq_file's buffer: now, not while serving. */
+	if (statm_fd >= 0 && pread(statm_fd, buf, sizeof(buf), 0) < 0) {
+		close(statm_fd);
+		statm_fd = -1;
+	}
+}
+
 uint64_t stats_rss_bytes(void)
 {
 	unsigned long size, resident = 0;
-	char text[128];
+	char buf[128];
 	ssize_t n;
-	int fd = open("/proc/self/statm", O_RDONLY | O_CLOEXEC);
+	int fd = statm_fd >= 0 ? statm_fd : open("/proc/self/statm", O_RDONLY | O_CLOEXEC);
 
 	if (fd < 0)
 		return 0;
-	n = read(fd, text, sizeof(text) - 1);
-	close(fd);
+	/* From offset 0 each time: the kernel keeps the seq_file's buffer. */
+	n = pread(fd, buf, sizeof(buf) - 1, 0);
+	if (fd != statm_fd)
+		close(fd);
 	if (n <= 0)
 		return 0;
-	text[n] = '\0';
-	if (sscanf(text, "%lu %lu", &size, &resident) != 2)
+	buf[n] = '\0';
+	if (sscanf(buf, "%lu %lu", &size, &resident) != 2)
 		resident = 0;
 	return (uint64_t)resident * (uint64_t)sysconf(_SC_PAGESIZE);
 }
@@ -113,6 +138,31 @@ static void put_backing(struct text *t, struct backing *b, const struct policy_s
 		put_text(t, "writeback_budget_left", "unlimited");
 	put_text(t, "writeback_status",
 		 ps->has_writeback ? writeback_status_name(ws->status) : "none");
+}
+
+/* The reserve (reserve.h), the memory cgroup (memcg.h), PR_SET_IO_FLUSHER. */
+static void put_reserve(struct text *t, const struct arena_stats *as)
+{
+	struct reserve_stats rs;
+	struct memcg_report mr;
+	int flusher = prctl(PR_GET_IO_FLUSHER, 0, 0, 0, 0);
+
+	reserve_get_stats(&rs);
+	memcg_get_report(&mr);
+	put(t, "reserve_bytes", as->reserve_pages * ARENA_PAGE_SIZE);
+	put(t, "reserve_target_bytes", as->reserve_target * ARENA_PAGE_SIZE);
+	put(t, "reserve_dry", as->reserve_dry);
+	put(t, "reserve_refills", as->refills);
+	put(t, "reserve_refill_bytes", as->refill_pages * ARENA_PAGE_SIZE);
+	put(t, "reserve_trimmed_bytes", as->trimmed_pages * ARENA_PAGE_SIZE);
+	put(t, "reserve_peak_rate", rs.peak_rate);
+	put(t, "reserve_refill_max_us", rs.refill_max_us);
+	put(t, "reserve_refill_failures", rs.refill_failures);
+	put(t, "reserve_wakeups", rs.wakeups);
+	put(t, "arena_desc_bytes", as->desc_bytes);
+	put(t, "io_flusher", flusher > 0);
+	put_text(t, "memcg", mr.state);
+	put(t, "memcg_limit_bytes", mr.limit);
 }
 
 size_t stats_snapshot(struct store *st, struct policy *pol, const struct stats_io *io,
@@ -203,6 +253,7 @@ size_t stats_snapshot(struct store *st, struct policy *pol, const struct stats_i
 	put(&t, "capabilities", hs->caps);
 	/* Fragmentation: places allocated in spans but holding no object. */
 	put(&t, "frag_bytes", arena_unused_bytes(cls));
+	put_reserve(&t, &as);
 	for (i = 0; i < ARENA_NR_CLASSES; i++) {
 		if (!cls[i].spans)
 			continue;

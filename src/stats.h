@@ -45,6 +45,15 @@ void stats_io_account(struct stats_io *io, enum stats_req kind, uint64_t bytes, 
 size_t stats_snapshot(struct store *st, struct policy *pol, const struct stats_io *io,
 		      char *buf, size_t cap);
 
+/*
+ * Open /proc/self/statm once, for good: opening a file on a request thread
+ * allocates kernel memory charged to our cgroup (so does a seq_file's
+ * first read), which may reclaim.  Call after the fork to the background
+ * (/proc/self is the process that opens it).  Without it, each call opens
+ * the file.
+ */
+void stats_init(void);
+
 /* The daemon's resident memory, in bytes, from /proc/self/statm (read
  * without stdio, which would allocate). */
 uint64_t stats_rss_bytes(void);

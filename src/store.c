@@ -488,10 +488,20 @@ static int page_write(struct store *st, struct store_worker *w, uint64_t idx, co
 	int err;
 
 	err = page_prepare(st, w, idx, page, &new);
-	/* A full arena: room may be made (writeback), then try once more. */
-	while (err == -ENOSPC && (make_room = atomic_load(&st->make_room)) &&
-	       make_room(st->make_room_arg) == 0)
+	/*
+	 * A full arena: room may be made (writeback), then try once more.  An
+	 * empty reserve (-EAGAIN) is not waited for: the reserve thread may
+	 * itself be waiting in reclaim for this very request.
+	 */
+	while (err == -ENOSPC && (make_room = atomic_load(&st->make_room))) {
+		bool made = make_room(st->make_room_arg) == 0;
+
+		/* Look again even when this round freed nothing: the round
+		 * before it (the high watermark's) may have, meanwhile. */
 		err = page_prepare(st, w, idx, page, &new);
+		if (!made)
+			break;
+	}
 	if (err)
 		return err;
 	pthread_mutex_lock(lock);
@@ -606,6 +616,9 @@ int store_write(struct store *st, struct store_worker *w, uint64_t off, const vo
 			break;
 		done += n;
 	}
+	/* The reserve was dry: to the kernel, as a full arena. */
+	if (err == -EAGAIN)
+		err = -ENOSPC;
 	count_add(st, &st->counters.pages_written, (done + STORE_PAGE_SIZE - 1) >> STORE_PAGE_SHIFT);
 	if (err && err != -EIO)
 		count_add(st, &st->counters.failed_writes, 1);
@@ -648,7 +661,7 @@ int store_discard(struct store *st, struct store_worker *w, uint64_t off, uint64
 		} else {
 			err = page_patch(st, w, idx, in_page, NULL, (size_t)n);
 			if (err)
-				return err;
+				return err == -EAGAIN ? -ENOSPC : err;
 		}
 		done += n;
 	}

@@ -113,9 +113,10 @@ ssize_t store_read(struct store *st, struct store_worker *w, uint64_t off, void 
 /*
  * Write len bytes at off.  Returns 0, -EFBIG when the range passes the end
  * of the file (nothing is written), -ENOSPC when mem_limit is reached or
- * -ENOMEM (both counted in failed_writes).  On failure, pages of the request
- * already written keep their new contents and every other page keeps its old
- * one: a failed write never harms a stored page.
+ * the arena's reserve is empty (it never waits for a refill), or -ENOMEM
+ * (all counted in failed_writes).  On failure, pages of the request already
+ * written keep their new contents and every other page keeps its old one:
+ * a failed write never harms a stored page.
  */
 int store_write(struct store *st, struct store_worker *w, uint64_t off, const void *buf,
 		size_t len);

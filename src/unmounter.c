@@ -15,7 +15,16 @@
 #include <unistd.h>
 
 #include "log.h"
+#include "memcg.h"
 #include "unmounter.h"
+
+/*
+ * How long the helper waits for the daemon's memory cgroup to empty once the
+ * pipe has closed: a daemon that was killed closes its files before its
+ * threads leave the cgroup, microseconds apart; one that exits moves out
+ * first.
+ */
+#define HELPER_CGROUP_WAIT_MS	5000u
 
 /* One message on the pipe; a pipe write this small is atomic. */
 struct unmounter_msg {
@@ -93,12 +102,26 @@ static void do_unmount(const char *mnt, dev_t want, bool lazy)
 		log_err("cannot detach %s: %s", mnt, strerror(errno));
 }
 
-/* Keep CAP_SYS_ADMIN (umount2) and nothing else. */
-static void helper_drop(void)
+/*
+ * Keep CAP_SYS_ADMIN (umount2) and nothing else; and CAP_DAC_OVERRIDE when
+ * there is a memory cgroup to remove (its parent may be the hierarchy's
+ * root, mode 0555: memcg.h).  Only what we have: asking for more would make
+ * the whole drop fail.
+ */
+static void helper_drop(bool cgroup)
 {
+	bool admin, dac;
+
+	capng_get_caps_process();
+	admin = capng_have_capability(CAPNG_PERMITTED, CAP_SYS_ADMIN);
+	dac = cgroup && capng_have_capability(CAPNG_PERMITTED, CAP_DAC_OVERRIDE);
 	capng_clear(CAPNG_SELECT_ALL);
-	capng_update(CAPNG_ADD, CAPNG_EFFECTIVE | CAPNG_PERMITTED | CAPNG_BOUNDING_SET,
-		     CAP_SYS_ADMIN);
+	if (admin)
+		capng_update(CAPNG_ADD, CAPNG_EFFECTIVE | CAPNG_PERMITTED | CAPNG_BOUNDING_SET,
+			     CAP_SYS_ADMIN);
+	if (dac)
+		capng_update(CAPNG_ADD, CAPNG_EFFECTIVE | CAPNG_PERMITTED | CAPNG_BOUNDING_SET,
+			     CAP_DAC_OVERRIDE);
 	capng_apply(CAPNG_SELECT_ALL);
 	prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0);
 	prctl(PR_SET_DUMPABLE, 0, 0, 0, 0);
@@ -107,6 +130,7 @@ static void helper_drop(void)
 static void __attribute__((noreturn)) helper_main(int rfd, const char *mnt, bool quiet)
 {
 	struct sigaction sa;
+	bool cgroup;
 	int fd, sig;
 
 	prctl(PR_SET_NAME, "zswapfs-umount", 0, 0, 0);
@@ -138,15 +162,22 @@ static void __attribute__((noreturn)) helper_main(int rfd, const char *mnt, bool
 		log_quiet_stderr();
 		log_to_syslog();
 	}
-	helper_drop();
+	/* The daemon's own memory cgroup (memcg.h) is ours to remove once the
+	 * daemon has ended: we must not be in it then. */
+	cgroup = memcg_made() && !memcg_return();
+	helper_drop(cgroup);
 	for (;;) {
 		struct unmounter_msg m;
 		ssize_t n = read(3, &m, sizeof(m));
 
 		if (n < 0 && errno == EINTR)
 			continue;
-		if (n != (ssize_t)sizeof(m))
-			_exit(0);	/* the daemon is gone: so are we */
+		if (n != (ssize_t)sizeof(m)) {
+			/* the daemon is gone: so are we */
+			if (cgroup)
+				memcg_remove(HELPER_CGROUP_WAIT_MS);
+			_exit(0);
+		}
 		if (m.op == 'U' || m.op == 'u')
 			do_unmount(mnt, (dev_t)m.dev, m.op == 'U');
 	}

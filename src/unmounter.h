@@ -13,6 +13,11 @@
  * that is when the daemon ends, whatever way; a daemon that dies leaves its
  * mount as it was before this helper existed.
  *
+ * It also removes the daemon's own memory cgroup, if memcg_apply() made one
+ * before the fork (memcg.h says why the daemon cannot): it moves back out
+ * of it at once, keeps CAP_DAC_OVERRIDE too, and removes it when the pipe
+ * closes, once it is empty (a daemon that exits moves out first).
+ *
  * An umount(8) or `fusermount3 -u` by an administrator needs no helper: the
  * kernel ends the connection and the daemon leaves by itself.
  */

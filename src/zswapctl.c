@@ -938,8 +938,8 @@ static int cmd_swapoff(int argc, char **argv)
 /*
  * A value is a JSON number when it is a whole number as the stats file
  * writes them; the others are strings: algorithm, writeback_status,
- * fuse_transport, backing_cipher, and writeback_budget_left when it is
- * "unlimited".
+ * fuse_transport, backing_cipher, memcg, and writeback_budget_left when it
+ * is "unlimited".
  */
 static bool json_number(const char *v)
 {

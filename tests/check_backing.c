@@ -1355,6 +1355,74 @@ START_TEST(test_flush_error_abort)
 }
 END_TEST
 
+/*
+ * With backing_defer_punch() a thread serving swap never punches: the
+ * segment its free emptied waits, counted as used, until the writer reaps
+ * it (backing_reap(), or its next flush).  A reaped segment is reused under
+ * a new sequence like any punched one.
+ */
+START_TEST(test_deferred_punch)
+{
+	static struct obj a[600], c[600], d[600];
+	struct backing_stats s;
+	struct backing *b;
+	struct backing_reader *rd;
+	uint64_t blocks_full;
+	uint32_t na, nc, nd, i;
+
+	cipher = ciphers[_i];
+
+	b = open_b(8 * MIB);
+	rd = reader(b);
+	backing_defer_punch(b);
+	na = fill_segment(b, 0, a);
+	ck_assert_int_eq(backing_flush(b), 0);
+	nc = fill_segment(b, 10000, c);
+	ck_assert_int_eq(backing_flush(b), 0);
+	blocks_full = file_blocks();
+	for (i = 0; i < na; i++)
+		backing_free(b, a[i].loc, a[i].len);
+	/* nothing punched yet, the segment not free */
+	ck_assert_uint_eq(file_blocks(), blocks_full);
+	backing_get_stats(b, &s);
+	ck_assert_uint_eq(s.holes_punched, 0);
+	ck_assert_uint_eq(s.segments, 3);
+	backing_reap(b);
+	ck_assert_uint_le(file_blocks() * 512 + SEG - 4096, blocks_full * 512);
+	backing_get_stats(b, &s);
+	ck_assert_uint_eq(s.holes_punched, 1);
+	ck_assert_uint_eq(s.segments, 2);
+	backing_reap(b);	/* nothing left to do */
+	backing_get_stats(b, &s);
+	ck_assert_uint_eq(s.holes_punched, 1);
+	for (i = 0; i < nc; i++)
+		check_obj(rd, 10000 + i, &c[i]);
+
+	/* segment 1 dies too; the next flush reaps it before it opens one */
+	for (i = 0; i < nc; i++)
+		backing_free(b, c[i].loc, c[i].len);
+	backing_get_stats(b, &s);
+	ck_assert_uint_eq(s.holes_punched, 1);
+	ck_assert_int_eq(backing_flush(b), 0);
+	backing_get_stats(b, &s);
+	ck_assert_uint_eq(s.holes_punched, 2);
+
+	/* segment 2 was open; the reaped segment 0 comes next and reads back */
+	nd = fill_segment(b, 20000, d);
+	ck_assert_uint_eq(d[0].loc / SEG, 2);
+	ck_assert_int_eq(backing_flush(b), 0);
+	ck_assert_int_eq(put(b, 30000, 100, &a[0].loc), 0);
+	ck_assert_uint_eq(a[0].loc, SEG0);
+	a[0].len = 100;
+	ck_assert_int_eq(backing_flush(b), 0);
+	check_obj(rd, 30000, &a[0]);
+	for (i = 0; i < nd; i++)
+		check_obj(rd, 20000 + i, &d[i]);
+	backing_reader_destroy(rd);
+	backing_close(b);
+}
+END_TEST
+
 /* ---- concurrency ------------------------------------------------------------- */
 
 #define CONC_OBJ 4000
@@ -1564,6 +1632,7 @@ static Suite *backing_suite(void)
 	tcase_add_loop_test(tc, test_key_locked, 0, NMODES);
 	tcase_add_loop_test(tc, test_no_alloc, 0, NMODES);
 	tcase_add_loop_test(tc, test_free_punch_reuse, 0, NMODES);
+	tcase_add_loop_test(tc, test_deferred_punch, 0, NMODES);
 	tcase_add_loop_test(tc, test_free_before_flush, 0, NMODES);
 	tcase_add_loop_test(tc, test_full, 0, NMODES);
 	tcase_add_loop_test(tc, test_flush_error_abort, 0, NMODES);

@@ -207,6 +207,42 @@ START_TEST(test_choice)
 }
 END_TEST
 
+/* memcg: the same kind of setting; each word is its own value, in the
+ * order main.c maps to memcg.h's modes. */
+START_TEST(test_memcg_choice)
+{
+	static const struct {
+		const char *word;
+		int value;
+	} words[] = {
+		{ "refuse", ZS_MEMCG_REFUSE },
+		{ "ignore", ZS_MEMCG_IGNORE },
+		{ "move", ZS_MEMCG_MOVE },
+	};
+	struct zs_config cfg;
+	unsigned int i;
+
+	config_defaults(&cfg);
+	ck_assert_int_eq(cfg.memcg, ZS_MEMCG_MOVE);
+	for (i = 0; i < sizeof(words) / sizeof(words[0]); i++) {
+		ck_assert_int_eq(config_set(&cfg, "memcg", words[i].word, "mount option", err,
+					    sizeof(err)), 0);
+		ck_assert_int_eq(cfg.memcg, words[i].value);
+	}
+	ck_assert_int_eq(config_set(&cfg, "memcg", "ignore", "mount option", err,
+				    sizeof(err)), 0);
+	ck_assert_int_eq(config_set(&cfg, "memcg", "Move", "x.conf:4", err, sizeof(err)),
+			 -EINVAL);
+	ck_assert_ptr_nonnull(strstr(err, "x.conf:4"));
+	ck_assert_ptr_nonnull(strstr(err, "memcg"));
+	ck_assert_ptr_nonnull(strstr(err, "move, refuse, ignore"));
+	ck_assert_int_eq(cfg.memcg, ZS_MEMCG_IGNORE);	/* unchanged */
+	ck_assert_int_eq(config_set(&cfg, "memcg", "", "mount option", err, sizeof(err)),
+			 -EINVAL);
+	ck_assert_int_eq(cfg.memcg, ZS_MEMCG_IGNORE);
+}
+END_TEST
+
 int main(void)
 {
 	Suite *s = suite_create("config");
@@ -217,6 +253,7 @@ int main(void)
 	tcase_add_test(tc, test_file);
 	tcase_add_test(tc, test_group);
 	tcase_add_test(tc, test_choice);
+	tcase_add_test(tc, test_memcg_choice);
 	suite_add_tcase(s, tc);
 	return run_suite(s);
 }

@@ -103,7 +103,14 @@ require_memhog() {
 
 # make_tmpdir: sets ZS_TMP to a fresh directory removed at exit.
 make_tmpdir() {
-	ZS_TMP=$(mktemp -d "${TMPDIR:-/tmp}/zswapfs-$ZS_TEST.XXXXXX")
+	local base=${TMPDIR:-/tmp}
+	# Tests keep backing files here, and the daemon refuses a backing file
+	# on tmpfs or ramfs (their pages may go to swap: ours).  Where /tmp is
+	# one of those, as on many distributions, work on the disk.
+	case $(stat -f -c %T "$base") in
+	tmpfs | ramfs) base=/var/tmp ;;
+	esac
+	ZS_TMP=$(mktemp -d "$base/zswapfs-$ZS_TEST.XXXXXX")
 	push_undo rm -rf -- "$ZS_TMP"
 }
 

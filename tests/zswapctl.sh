@@ -96,8 +96,9 @@ sys.exit(abs(r - exp) > 0.006)' "$r_ratio" "$r_data" "$r_total" ||
 out=$(ctl status -n "$mnt") || fail "status -n failed"
 awk '{ exit !($2 == "64M") }' <<<"$out" || fail "DISKSIZE is not 64M: $out"
 
-# stats and stats --json say what the stats file says (nothing runs in the
-# background on this mount: the figures hold still between the reads)
+# stats and stats --json say what the stats file says (nothing but the
+# reserve thread runs in the background on this mount: the other figures
+# hold still between the reads)
 ctl stats "$mnt" >"$ZS_TMP/stats.txt" || fail "stats failed"
 ctl stats "$mnt" --json >"$ZS_TMP/stats.json" || fail "stats --json failed"
 zs_run 10 cat "$mnt/stats" >"$ZS_TMP/stats.file" || fail "reading $mnt/stats failed"
@@ -114,13 +115,18 @@ assert d["writeback_status"] == "none", d["writeback_status"]
 assert d["writeback_budget_left"] == "unlimited", d["writeback_budget_left"]
 assert d["fuse_transport"] in ("dev_fuse", "io_uring"), d["fuse_transport"]
 assert d["backing_cipher"] == "none", d["backing_cipher"]
+assert d["memcg"] in ("none", "moved", "ignored", "unknown"), d["memcg"]
 words = ("algorithm", "writeback_status", "writeback_budget_left", "fuse_transport",
-         "backing_cipher")
+         "backing_cipher", "memcg")
 for (k, v), (_, t) in zip(fresh, txt):
     # the daemon's own memory moves between two reads, and over io_uring
     # the reads of the stats file are ring requests themselves
     if k in ("rss_bytes", "uring_reqs"):
         assert isinstance(d[k], int) and (d[k] > 0 or k == "uring_reqs"), k
+        continue
+    # the reserve thread fills, trims and measures in the background
+    if k.startswith("reserve_") or k in ("arena_mapped_bytes", "arena_desc_bytes"):
+        assert isinstance(d[k], int) and t.isdigit(), k
         continue
     assert t == v, "zswapctl stats: %s is %r, the file says %r" % (k, t, v)
     if k in words:
