@@ -1,11 +1,14 @@
 # shellcheck shell=bash
 # SPDX-License-Identifier: GPL-2.0-or-later
 #
-# benchlib.sh - set-up and tear-down shared by ratio.sh and swapbench.sh (sourced, not run).
+# benchlib.sh - set-up, tear-down and arithmetic shared by the benchmark scripts (sourced,
+# not run).
 #
-# Provides log(), zram_busy(), start_fuse(), teardown() and bench_init() (the EXIT and
-# signal traps plus the temporary directory).  The rule: every resource a script creates is
-# recorded in one of the state variables below as soon as it exists, and teardown() undoes
+# Provides log(), zram_busy(), swap_active(), start_fuse(), uring_set(), uring_enabled(),
+# teardown() and bench_init() (the EXIT and signal traps plus the temporary directory);
+# memcg_init(), memcg_make() and memcg_oom_kills() for a memory cgroup, v1 or v2; median(),
+# ratio() and spread() for the summaries; fs_blockdev() and disk_counters() for what a disk
+# did.  The rule: every resource a script creates is recorded in one of the state variables below as soon as it exists, and teardown() undoes
 # exactly what they record, in reverse order of creation, and clears them.  Nothing the
 # scripts did not create is ever touched.
 #
@@ -37,6 +40,9 @@ zram_busy() {
 	[ "$(cat $ZRAM/disksize)" != 0 ] || grep -q '^/dev/zram0 ' /proc/swaps
 }
 
+# any swap device or file active (the first line of /proc/swaps is its header)
+swap_active() { [ "$(tail -n +2 /proc/swaps | wc -l)" != 0 ]; }
+
 # start FUSE server $1 on a fresh mount point with -o size=$2[,$3]; sets MNT and DPID.
 # Its stderr goes to $TMP/daemon.err, which the caller reports on failure.
 start_fuse() {
@@ -59,6 +65,46 @@ uring_set() {
 	[ -w "$URING_PARAM" ] || { [ "$1" = N ] && return 0; log "no $URING_PARAM"; return 1; }
 	[ -n "${URING_ORIG:-}" ] || URING_ORIG=$(cat "$URING_PARAM")
 	echo "$1" > "$URING_PARAM"
+}
+
+# whether the fuse module already lets mounts use io_uring (read only: scripts that must
+# not change the global switch run their io_uring variants only when this is true)
+uring_enabled() { [ "$(cat "$URING_PARAM" 2>/dev/null)" = Y ]; }
+
+# Memory cgroups, v1 or v2.  memcg_init finds where to make one: the v1 memory
+# controller's mount (limit file memory.limit_in_bytes), else the cgroup2 mount when the
+# memory controller is enabled in its cgroup.subtree_control (memory.max).  It only
+# reads: turning the controller on is left to the machine's owner.  Sets CGROOT, CGVER
+# and CGLIMIT; returns 1 with the reason in CG_WHY.
+memcg_init() {
+	local v1 v2
+	v1=$(awk '$3 == "cgroup" && $4 ~ /(^|,)memory(,|$)/ { print $2; exit }' /proc/mounts)
+	if [ -n "$v1" ] && [ -w "$v1/cgroup.procs" ]; then
+		CGROOT=$v1 CGVER=1 CGLIMIT=memory.limit_in_bytes
+		return 0
+	fi
+	v2=$(awk '$3 == "cgroup2" { print $2; exit }' /proc/mounts)
+	if [ -n "$v2" ] && grep -qw memory "$v2/cgroup.subtree_control" 2>/dev/null; then
+		CGROOT=$v2 CGVER=2 CGLIMIT=memory.max
+		return 0
+	fi
+	CG_WHY="no writable v1 memory controller and no cgroup2 mount${v2:+ ($v2)} with memory"
+	CG_WHY="$CG_WHY in cgroup.subtree_control"
+	return 1
+}
+
+# make memory cgroup CGROOT/$1 with a limit of $2 MiB; sets CG (teardown removes it)
+memcg_make() {
+	CG=$CGROOT/$1
+	mkdir "$CG" || { CG=; return 1; }
+	echo "${2}M" > "$CG/$CGLIMIT"
+}
+
+# how many processes the OOM killer ended in CG (0 if the kernel does not say)
+memcg_oom_kills() {
+	local f=memory.oom_control
+	[ "$CGVER" = 2 ] && f=memory.events
+	awk '$1 == "oom_kill" { n = $2 } END { print n + 0 }' "$CG/$f" 2>/dev/null || echo 0
 }
 
 # undo what the state variables record; returns 1 if any step failed
@@ -127,6 +173,45 @@ teardown() {
 bench_cleanup() {
 	teardown
 	[ -n "$TMP" ] && rm -rf -- "$TMP"
+}
+
+# the median of the numbers on stdin (blank or newline separated); nan if none
+median() {
+	tr ' ' '\n' | grep . | sort -g | awk '{ a[NR] = $1 } END {
+		if (NR == 0) print "nan"; else if (NR % 2) print a[(NR + 1) / 2];
+		else printf "%.3f\n", (a[NR / 2] + a[NR / 2 + 1]) / 2 }'
+}
+
+# $1 / $2 to three places; nan unless $1 is a number and $2 a positive one (0 / x is 0:
+# a device that wrote nothing to the disk)
+ratio() {
+	awk -v a="$1" -v b="$2" 'BEGIN { if (a ~ /^[0-9.]+$/ && b + 0 > 0) printf "%.3f", a / b;
+		else printf "nan" }'
+}
+
+# "median (min..max)" of the numbers on stdin; nan if none
+spread() {
+	local l
+	l=$(tr ' ' '\n' | grep .)
+	[ -n "$l" ] || { echo nan; return; }
+	echo "$(echo "$l" | median) ($(echo "$l" | sort -g | sed -n '1p;$p' | paste -sd' ' |
+		sed 's/ /../'))"
+}
+
+# the /proc/diskstats name of the block device under directory $1: the filesystem's own
+# device (a whole disk, a partition or a device-mapper target); empty if it has none
+# (tmpfs, btrfs's anonymous devices)
+fs_blockdev() {
+	local mm
+	mm=$(stat -c '%Hd %Ld' "$1") || return 1
+	awk -v mm="$mm" '$1 " " $2 == mm { print $3 }' /proc/diskstats
+}
+
+# what block device $1 has done since boot, from /proc/diskstats:
+# "sectors_read sectors_written writes_completed sectors_discarded" (512-byte sectors,
+# whatever the device's own sector size; discards are counted since Linux 4.18)
+disk_counters() {
+	awk -v d="$1" '$3 == d { print $6, $10, $8, ($17 == "" ? 0 : $17) }' /proc/diskstats
 }
 
 # install the traps (so every exit path tears down), then make TMP

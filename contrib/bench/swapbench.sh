@@ -96,8 +96,7 @@ case " $WFLAGS " in *" -R "*) ORDER=random ;; esac
 # teardown() and the traps undo on every path what this script creates (benchlib.sh)
 bench_init
 
-other_swap() { [ "$(tail -n +2 /proc/swaps | wc -l)" != 0 ]; }
-if other_swap; then
+if swap_active; then
 	log "other swap is active (see /proc/swaps): it would take part in the test; refusing"
 	exit 2
 fi
@@ -265,10 +264,6 @@ run_one() {
 	echo "$total wall_s=$wall $out $extra" > "$TMP/res"
 }
 
-median() { tr ' ' '\n' | grep . | sort -g | awk '{ a[NR] = $1 } END {
-	if (NR == 0) print "nan"; else if (NR % 2) print a[(NR + 1) / 2];
-	else printf "%.3f\n", (a[NR / 2] + a[NR / 2 + 1]) / 2 }'; }
-
 IFS=, read -r -a devs <<< "$DEVICES"
 declare -A times fails round_t
 for d in "${devs[@]}"; do times[$d]=""; fails[$d]=0; done
@@ -302,8 +297,6 @@ for d in "${devs[@]}"; do
 	printf '%-12s median %8s s  runs:%s  failures: %d\n' "$d" "${med[$d]}" "${times[$d]}" \
 		"${fails[$d]}"
 done
-ratio() { awk -v a="$1" -v b="$2" 'BEGIN { if (a + 0 > 0 && b + 0 > 0) printf "%.3f", a / b;
-	else printf "nan" }'; }
 # the ratio round by round (the two ran next to each other, so a drift of the
 # machine's speed cancels out): "median (min..max)"
 pair_ratios() {
@@ -312,9 +305,7 @@ pair_ratios() {
 		[ -n "${round_t[$a:$r]+x}" ] && [ -n "${round_t[$b:$r]+x}" ] || continue
 		list="$list $(ratio "${round_t[$a:$r]}" "${round_t[$b:$r]}")"
 	done
-	[ -n "$list" ] || { echo nan; return; }
-	echo "$(echo "$list" | median) ($(echo "$list" | tr ' ' '\n' | grep . | sort -g |
-		sed -n '1p;$p' | paste -sd' ' | sed 's/ /../'))"
+	echo "$list" | spread
 }
 json_ratios=
 for d in "${devs[@]}"; do
