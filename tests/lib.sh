@@ -713,7 +713,7 @@ zs_memhog_passed() {
 # zs_stop_sampler PID: end a background sampler registered with
 # `push_undo kill PID`.
 zs_stop_sampler() {
-	kill "$1"
+	kill "$1" 2>/dev/null || true	# it may have ended by itself (stats gone)
 	wait "$1" 2>/dev/null || true
 	drop_undo kill "$1"
 }

@@ -305,10 +305,11 @@ sampler() {
 sampler &
 sampler_pid=$!
 push_undo kill "$sampler_pid"
-# EBUSY while the last one still runs: nothing to wait for.
+# EBUSY while the last one still runs: nothing to wait for (and no reason
+# for set -e to end the loop).
 recompressor() {
 	while :; do
-		printf 'recompress type=idle\n' >"$mnt/control" 2>/dev/null
+		printf 'recompress type=idle\n' 2>/dev/null >"$mnt/control" || true
 		sleep 0.5
 	done
 }
