@@ -400,9 +400,13 @@ done
 # they start with a good command, and change nothing (no compaction, no
 # recompression pass queued, not one figure).
 pad() { printf '%*s' "$1" ''; }
-# Left out: what moves by itself (the daemon's RSS, the reserve thread's
-# rate and refills) and requests over io_uring (the control writes are some).
-stats_now() { zs_run 10 grep -Ev '^(rss_bytes|uring_reqs|reserve_[a-z_]+) ' "$ZS_MNT/stats"; }
+# Left out: what moves by itself (the daemon's RSS; the reserve thread's
+# rate and refills, and the arena's mapped memory it trims) and requests
+# over io_uring (the control writes are some).
+stats_now() {
+	zs_run 10 grep -Ev '^(rss_bytes|arena_mapped_bytes|uring_reqs|reserve_[a-z_]+) ' \
+		"$ZS_MNT/stats"
+}
 stats_now >"$ZS_TMP/stats.before"
 mapfile -t got < <(zs_ctl_raw "$ZS_MNT" 'compact\ncompact\n' 'compact\n\n' \
 	'recompress\ncompact\n' 'compact\0\n' 'compact\0' '\0compact\n' 'compact\n\0' \
