@@ -2,7 +2,9 @@
 # SPDX-License-Identifier: GPL-2.0-or-later
 #
 # The documentation follows the code: every setting in the daemon's table
-# (as --help prints it) is described in zswapfs(8) and zswapfs.conf(5), and
+# (as --help prints it) is described in zswapfs(8) and zswapfs.conf(5),
+# every stats key (src/stats_keys.h, and what a mount prints) and control
+# command (src/control_cmds.h) in zswapfs(8) and nothing else there, and
 # every man page renders without a warning.
 set -eu
 . "$(dirname "$0")/lib.sh"
@@ -124,5 +126,25 @@ else
 	log "no /dev/fuse: the keys a live mount prints are not compared"
 fi
 
-log "${#pages[@]} man pages render clean; ${#keys[@]} settings, $(wc -l <<<"$table") stats keys documented"
+# ---- control commands --------------------------------------------------------
+# Each command of src/control_cmds.h is a tag of zswapfs(8)'s CONTROL
+# section, and each tag there is a command of the table.
+mapfile -t cmds < <(awk '/#define CONTROL_CMDS\(X\)/ { on = 1; next }
+	on && match($0, /X\([A-Z0-9_]+, *[a-z0-9_]+,/) {
+		s = substr($0, RSTART + 2, RLENGTH - 3); sub(/.*, */, "", s); print s }
+	on && !/\\$/ { exit }' "$top_srcdir/src/control_cmds.h")
+[ "${#cmds[@]}" -ge 4 ] || fail "could not read the table of src/control_cmds.h"
+tags=$(awk '/^\.SH CONTROL/ { on = 1; next } /^\.SH/ { on = 0 }
+	on && /^\.T[PQ]/ { tag = 1; next }
+	on && tag { tag = 0; sub(/^\.BR? /, ""); gsub(/"/, ""); print $1 }' <<<"$man8")
+for cmd in "${cmds[@]}"; do
+	grep -qxF -- "$cmd" <<<"$tags" ||
+		fail "control command '$cmd' (src/control_cmds.h) is not in zswapfs.8's CONTROL section"
+done
+while read -r tag; do
+	printf '%s\n' "${cmds[@]}" | grep -qxF -- "$tag" ||
+		fail "zswapfs.8's CONTROL section documents '$tag', which is no control command"
+done <<<"$tags"
+
+log "${#pages[@]} man pages render clean; ${#keys[@]} settings, $(wc -l <<<"$table") stats keys, ${#cmds[@]} control commands documented"
 exit 0
