@@ -21,37 +21,14 @@
 #include <unistd.h>
 
 #include "control_cmds.h"
-#include "zswapctl.h"
+#include "zswapctl_common.h"
+#include "zswapctl_mounts.h"
+#include "zswapctl_status.h"
+#include "zswapctl_swap.h"
 
 #ifndef PACKAGE_VERSION
 #define PACKAGE_VERSION "unknown"
 #endif
-
-static const char *progname = "zswapctl";
-
-void ctl_err(const char *fmt, ...)
-{
-	va_list ap;
-
-	fflush(stdout);
-	fprintf(stderr, "%s: ", progname);
-	va_start(ap, fmt);
-	vfprintf(stderr, fmt, ap);
-	va_end(ap);
-	fputc('\n', stderr);
-}
-
-int ctl_usage_error(const char *fmt, ...)
-{
-	va_list ap;
-
-	fprintf(stderr, "%s: ", progname);
-	va_start(ap, fmt);
-	vfprintf(stderr, fmt, ap);
-	va_end(ap);
-	fprintf(stderr, "\nTry '%s --help' for more information.\n", progname);
-	return CTL_EXIT_USAGE;
-}
 
 /* The control command called NAME, or NULL. */
 static const struct control_cmd_info *control_find(const char *name)
@@ -77,10 +54,8 @@ static int cmd_control(int argc, char **argv)
 	ssize_t n;
 	int i, fd;
 
-	if (argc >= 2 && (!strcmp(argv[1], "-h") || !strcmp(argv[1], "--help"))) {
-		ctl_help();
-		return 0;
-	}
+	if (argc >= 2 && (!strcmp(argv[1], "-h") || !strcmp(argv[1], "--help")))
+		return CTL_SHOW_HELP;
 	if (argc < 2)
 		return ctl_usage_error("%s: MOUNT expected", cmd);
 	if (argc - 2 < min_args || argc - 2 > max_args)
@@ -142,7 +117,7 @@ static const struct ctl_cmd {
 
 #define CTL_NCMDS (sizeof(ctl_cmds) / sizeof(ctl_cmds[0]))
 
-void ctl_help(void)
+static void ctl_help(void)
 {
 	size_t i;
 	int op;
@@ -150,12 +125,12 @@ void ctl_help(void)
 	printf("Usage:\n");
 	for (i = 0; i < CTL_NCMDS; i++)
 		/* status is the default: its name may be left out */
-		printf(i ? " %s %s %s\n" : " %s [%s] %s\n", progname, ctl_cmds[i].name,
+		printf(i ? " %s %s %s\n" : " %s [%s] %s\n", ctl_progname, ctl_cmds[i].name,
 		       ctl_cmds[i].usage);
 	for (op = 0; op < CONTROL_OP_COUNT; op++) {
 		const struct control_cmd_info *c = control_cmd_info(op);
 
-		printf(" %s %s MOUNT%s%s\n", progname, c->name, *c->args ? " " : "", c->args);
+		printf(" %s %s MOUNT%s%s\n", ctl_progname, c->name, *c->args ? " " : "", c->args);
 	}
 	printf("\n"
 	       "Show and manage zswapfs mounts (compressed swap in RAM over FUSE).\n"
@@ -181,9 +156,20 @@ void ctl_help(void)
 	       "See zswapctl(8) and zswapfs(8).\n");
 }
 
-int main(int argc, char **argv)
+/* The command argv[0] of the table; a usage error when there is none. */
+static int ctl_dispatch(int argc, char **argv)
 {
 	size_t i;
+
+	for (i = 0; i < CTL_NCMDS; i++)
+		if (!strcmp(argv[0], ctl_cmds[i].name))
+			return ctl_cmds[i].run(argc, argv);
+	return ctl_usage_error("unknown command '%s'", argv[0]);
+}
+
+int main(int argc, char **argv)
+{
+	int rc;
 
 	if (argc >= 2 && (!strcmp(argv[1], "-h") || !strcmp(argv[1], "--help"))) {
 		ctl_help();
@@ -195,11 +181,14 @@ int main(int argc, char **argv)
 	}
 	/* no command, or options first: status, as zramctl */
 	if (argc < 2 || argv[1][0] == '-')
-		return ctl_cmd_status(argc, argv);
-	for (i = 0; i < CTL_NCMDS; i++)
-		if (!strcmp(argv[1], ctl_cmds[i].name))
-			return ctl_cmds[i].run(argc - 1, argv + 1);
-	if (control_find(argv[1]))
-		return cmd_control(argc - 1, argv + 1);
-	return ctl_usage_error("unknown command '%s'", argv[1]);
+		rc = ctl_cmd_status(argc, argv);
+	else if (control_find(argv[1]))
+		rc = cmd_control(argc - 1, argv + 1);
+	else
+		rc = ctl_dispatch(argc - 1, argv + 1);
+	if (rc == CTL_SHOW_HELP) {
+		ctl_help();
+		rc = 0;
+	}
+	return rc;
 }

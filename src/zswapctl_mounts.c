@@ -15,7 +15,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "zswapctl.h"
+#include "zswapctl_mounts.h"
 
 /* mountinfo writes space, tab, newline and backslash as \ooo */
 static void unescape_octal(char *s)

@@ -22,7 +22,8 @@
 
 #include "codec.h"
 #include "stats_keys.h"
-#include "zswapctl.h"
+#include "zswapctl_mounts.h"
+#include "zswapctl_status.h"
 
 /* the stats file has about 120 keys today; new keys are only ever added */
 #define CTL_STATS_MAX	1024
@@ -352,8 +353,7 @@ int ctl_cmd_status(int argc, char **argv)
 			headings = false;
 			break;
 		case 'h':
-			ctl_help();
-			return 0;
+			return CTL_SHOW_HELP;
 		default:
 			return ctl_usage_error("status: bad option");
 		}
@@ -511,8 +511,7 @@ int ctl_cmd_stats(int argc, char **argv)
 			json = true;
 			break;
 		case 'h':
-			ctl_help();
-			return 0;
+			return CTL_SHOW_HELP;
 		default:
 			return ctl_usage_error("stats: bad option");
 		}
@@ -723,8 +722,7 @@ int ctl_cmd_top(int argc, char **argv)
 				return ctl_usage_error("top: bad delay '%s'", optarg);
 			break;
 		case 'h':
-			ctl_help();
-			return 0;
+			return CTL_SHOW_HELP;
 		default:
 			return ctl_usage_error("top: bad option");
 		}

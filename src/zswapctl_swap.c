@@ -19,7 +19,8 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "zswapctl.h"
+#include "zswapctl_mounts.h"
+#include "zswapctl_swap.h"
 
 extern char **environ;
 
@@ -149,8 +150,7 @@ int ctl_cmd_swapon(int argc, char **argv)
 			break;
 		}
 		case 'h':
-			ctl_help();
-			return 0;
+			return CTL_SHOW_HELP;
 		default:
 			return ctl_usage_error("swapon: bad option");
 		}
@@ -223,8 +223,7 @@ int ctl_cmd_swapoff(int argc, char **argv)
 	int i, n, rc = 0;
 
 	if (argc == 2 && (!strcmp(argv[1], "-h") || !strcmp(argv[1], "--help"))) {
-		ctl_help();
-		return 0;
+		return CTL_SHOW_HELP;
 	}
 	if (argc != 2)
 		return ctl_usage_error("swapoff: one MOUNT expected");
