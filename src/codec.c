@@ -3,7 +3,7 @@
  * codec: the registry of page compressors and the context life cycle.
  *
  * The table is indexed by enum codec_id because the id is what a slot stores;
- * adding a codec is one line here plus its codec_<name>.c.
+ * adding a codec is one line in codec.h's CODEC_LIST plus its codec_<name>.c.
  */
 #include <errno.h>
 #include <pthread.h>
@@ -13,9 +13,9 @@
 #include "codec.h"
 
 static const struct codec_ops *const codec_table[CODEC_COUNT] = {
-	[CODEC_LZ4] = &codec_lz4,
-	[CODEC_ZSTD] = &codec_zstd,
-	[CODEC_LZO] = &codec_lzo,
+#define CODEC_ENTRY(ID, name) [CODEC_##ID] = &codec_##name,
+	CODEC_LIST(CODEC_ENTRY)
+#undef CODEC_ENTRY
 };
 
 const struct codec_ops *codec_by_id(unsigned int id)

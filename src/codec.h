@@ -39,13 +39,25 @@
  */
 #define CODEC_PAGE_SIZE		4096u
 
-/* Codec ids are stored in slots: never renumber, only append. */
+/*
+ * The codecs, in id order: X(ID, name) gives CODEC_<ID> and the name users
+ * write (settings, stats keys, zswapctl).  The one list: the enum, codec.c's
+ * table, the per-codec stats keys and zswapctl are made from it.  Ids are
+ * stored in slots: never renumber, only append.
+ */
+#define CODEC_LIST(X)	\
+	X(LZ4, lz4)	\
+	X(ZSTD, zstd)	\
+	X(LZO, lzo)
+
 enum codec_id {
-	CODEC_LZ4 = 0,
-	CODEC_ZSTD = 1,
-	CODEC_LZO = 2,
+#define CODEC_ENUM(ID, name) CODEC_##ID,
+	CODEC_LIST(CODEC_ENUM)
+#undef CODEC_ENUM
 	CODEC_COUNT
 };
+_Static_assert(CODEC_LZ4 == 0 && CODEC_ZSTD == 1 && CODEC_LZO == 2,
+	       "codec ids are stored in slots: never renumber");
 
 struct codec_ctx {
 	const struct codec_ops *ops;
@@ -189,8 +201,8 @@ static inline int codec_decompress_dict(struct codec_ctx *ctx, const struct code
 	return ctx->ops->decompress(ctx, dict, src, src_len, dst, dst_len);
 }
 
-extern const struct codec_ops codec_lz4;
-extern const struct codec_ops codec_zstd;
-extern const struct codec_ops codec_lzo;
+#define CODEC_EXTERN(ID, name) extern const struct codec_ops codec_##name;
+CODEC_LIST(CODEC_EXTERN)
+#undef CODEC_EXTERN
 
 #endif

@@ -12,13 +12,6 @@
 #define CONTROL_MAX_LEN		256
 #define CONTROL_MAX_ARGS	8
 
-struct control_cmd {
-	const char *name;
-	int min_args, max_args;		/* words after the name */
-	/* Fill *req from the words; touch nothing else.  0 or -EINVAL. */
-	int (*parse)(int argc, char **argv, struct control_req *req);
-	const char *usage;
-};
 
 /* "key=value" with key `key`: the value, else NULL. */
 static const char *arg_value(const char *arg, const char *key)
@@ -142,21 +135,23 @@ static int parse_writeback(int argc, char **argv, struct control_req *req)
 	return 0;
 }
 
-/* One line per command users can name; help and the man page follow it. */
-static const struct control_cmd commands[] = {
-	{ "compact", 0, 0, parse_compact, "compact" },
-	{ "idle", 1, 1, parse_idle, "idle all|SECONDS" },
-	{ "recompress", 0, 3, parse_recompress,
-	  "recompress [type=idle|huge|huge_idle] [threshold=BYTES] [max_pages=N]" },
-	{ "writeback", 1, 2, parse_writeback, "writeback idle|huge|huge_idle|all [max_pages=N]" },
+/*
+ * Each command's handler, parse_<name>, found through control_cmds.h's
+ * table: fill *req from the words after the name (as many as the table
+ * allows); touch nothing else.  0 or -EINVAL.
+ */
+static int (*const parsers[CONTROL_OP_COUNT])(int argc, char **argv, struct control_req *req) = {
+#define CONTROL_PARSER(ID, name, min_args, max_args, args) [CONTROL_##ID] = parse_##name,
+	CONTROL_CMDS(CONTROL_PARSER)
+#undef CONTROL_PARSER
 };
 
 int control_parse(const char *text, size_t len, struct control_req *out)
 {
 	char line[CONTROL_MAX_LEN + 1], *argv[CONTROL_MAX_ARGS + 1], *save, *word;
 	struct control_req req;
+	enum control_op op;
 	int argc = 0, err;
-	size_t i;
 
 	if (len > CONTROL_MAX_LEN || memchr(text, '\0', len))
 		return -EINVAL;
@@ -176,8 +171,8 @@ int control_parse(const char *text, size_t len, struct control_req *out)
 	}
 	if (!argc)
 		return -EINVAL;
-	for (i = 0; i < sizeof(commands) / sizeof(commands[0]); i++) {
-		const struct control_cmd *c = &commands[i];
+	for (op = 0; op < CONTROL_OP_COUNT; op++) {
+		const struct control_cmd_info *c = control_cmd_info(op);
 
 		if (strcmp(argv[0], c->name))
 			continue;
@@ -185,7 +180,7 @@ int control_parse(const char *text, size_t len, struct control_req *out)
 			return -EINVAL;
 		/* Parsed into a copy: a command refused half-way leaves *out alone. */
 		memset(&req, 0, sizeof(req));
-		err = c->parse(argc - 1, argv + 1, &req);
+		err = parsers[op](argc - 1, argv + 1, &req);
 		if (!err)
 			*out = req;
 		return err;
@@ -206,6 +201,8 @@ int control_exec(struct policy *pol, const struct control_req *req)
 		return policy_request_recompress(pol, &req->recomp);
 	case CONTROL_WRITEBACK:
 		return policy_request_writeback(pol, &req->wb);
+	case CONTROL_OP_COUNT:
+		break;
 	}
 	return -EINVAL;
 }

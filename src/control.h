@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: GPL-2.0-or-later */
 /*
- * control: the commands written to the `control` file, one table of
- * zram-like words.  A command that does not parse is refused with -EINVAL
+ * control: the commands written to the `control` file: zram-like words,
+ * named with their arguments in control_cmds.h's table.  A command that does not parse is refused with -EINVAL
  * before anything is changed.  Slow work (recompress, compact) is handed to
  * the policy thread: the write returns at once and never holds up swap.
  */
@@ -12,14 +12,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "control_cmds.h"
 #include "policy.h"
-
-enum control_op {
-	CONTROL_COMPACT,
-	CONTROL_IDLE,
-	CONTROL_RECOMPRESS,
-	CONTROL_WRITEBACK,
-};
 
 /* A parsed command: op, and the fields of that op (the others are 0). */
 struct control_req {

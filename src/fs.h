@@ -5,25 +5,20 @@
  *            would double the memory we exist to save);
  *   stats    a text snapshot, made when the file is opened;
  *   control  write-only commands (control.h).
- * This is the only layer that turns -errno into FUSE replies.
- *
- * Requests are served by our own loop on a non-blocking /dev/fuse fd
- * (receive until EAGAIN, then poll): on this class of VM it answers several
- * times faster than libfuse's multi-threaded loop (DESIGN.md, "Speed").
- * Where the kernel allows it, requests then move to FUSE over io_uring
- * (uring.h), one thread per CPU; /dev/fuse stays for the rest.
+ * This is the only layer that turns -errno into FUSE replies.  How requests
+ * reach these handlers, and the threads that serve them, is transport.h's.
  */
 #ifndef ZSWAPFS_FS_H
 #define ZSWAPFS_FS_H
 
 #include <fuse_lowlevel.h>
-#include <pthread.h>
 #include <stdatomic.h>
 #include <stdbool.h>
 #include <stdint.h>
 #include <sys/types.h>
 
 #include "stats.h"
+#include "transport.h"
 
 struct store;
 struct policy;
@@ -41,14 +36,12 @@ struct fs_stats_slot {
 
 struct fs {
 	struct store *store;
-	struct policy *policy;		/* background work; set before fs_loop */
+	struct policy *policy;		/* background work; set before the loop */
 	struct stats_io io;
 	struct timespec mount_time;
-	unsigned int threads;		/* request threads */
-	uint64_t busy_poll_ns;		/* spin for the next request before poll() */
-	_Atomic int swap_opens;		/* open handles on `swap` */
-	int stop_fd;			/* eventfd: readable once a stop is requested */
-	_Atomic int stop_requested;	/* a signal asked us to stop */
+	/* The request loop and its threads; an open handle on `swap` holds
+	 * off a stop (transport_hold). */
+	struct transport tp;
 
 	/*
 	 * Access.  `swap` and `control` are the owner's (root's) alone,
@@ -62,44 +55,11 @@ struct fs {
 	bool others_allowed;		/* mounted with allow_other */
 
 	struct fs_stats_slot stats_slot[FS_STATS_SLOTS];
-
-	/* Asked, once, when a stop signal is allowed to end the daemon: it
-	 * has the mount unmounted, and the loop ends when the kernel ends
-	 * the connection.  NULL: the loop ends at once. */
-	void (*request_unmount)(void *arg);
-	void *unmount_arg;
-	_Atomic bool unmount_requested;
-
-	bool uring_wanted;		/* FUSE over io_uring asked for (uring.h) */
 };
 
 extern const struct fuse_lowlevel_ops fs_ops;
 
 int fs_init(struct fs *fs, struct store *st, unsigned int threads, unsigned int busy_poll_us);
 void fs_fini(struct fs *fs);
-
-/* Use FUSE over io_uring if the kernel lets us (uring.h).  Call once the
- * session is mounted, before any thread starts (none does until the loop
- * runs).  Returns whether it will be tried. */
-bool fs_want_uring(struct fs *fs, struct fuse_session *se);
-
-/* Read /dev/fuse through our own function, which hands read errors to the
- * loop (logged with a rate limit) instead of libfuse (which prints each).
- * Call after fs_want_uring (which does it for the rings' session).  0 or
- * -errno. */
-int fs_install_io(struct fs *fs, struct fuse_session *se);
-
-/* Install SIGTERM/SIGINT/SIGHUP handlers that ask the loop to stop.  While
- * `swap` is open (a loop device is attached, swap may be on it) a stop is
- * deferred until the
- * file is closed: ending the daemon would lose swapped-out memory. */
-int fs_install_signal_handlers(struct fs *fs);
-
-/* Serve requests until the kernel ends the connection (umount, abort), or
- * a stop signal does (see request_unmount).  An error reading or polling
- * /dev/fuse is logged, counted and retried (io.loop_errors): while swap
- * sits on us, exiting would take every swapped-out page with it.  0 or
- * -errno. */
-int fs_loop(struct fs *fs, struct fuse_session *se);
 
 #endif

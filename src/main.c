@@ -451,7 +451,7 @@ static int privileged_startup(const struct zs_config *cfg)
 	return leave_memcg(cfg);
 }
 
-/* fs.h's request_unmount: a stop signal, and swap is not on us. */
+/* transport.h's request_unmount: a stop signal, and swap is not on us. */
 static void request_unmount(void *arg)
 {
 	log_info("stopping: unmounting");
@@ -540,7 +540,7 @@ int main(int argc, char **argv)
 	se = fuse_session_new(&cl.fuse_args, &fs_ops, sizeof(fs_ops), &fs);
 	if (!se)	/* libfuse has said which option it did not know */
 		goto out_fs;
-	if (fs_install_signal_handlers(&fs))
+	if (transport_install_signal_handlers(&fs.tp))
 		goto out_session;
 	if (fuse_session_mount(se, cl.mountpoint))
 		goto out_session;
@@ -550,8 +550,8 @@ int main(int argc, char **argv)
 		goto out_unmount;
 	}
 	if (cfg.fuse_uring)
-		fs_want_uring(&fs, se);
-	err = fs_install_io(&fs, se);
+		transport_want_uring(&fs.tp, se);
+	err = transport_install_io(&fs.tp, se);
 	if (err) {
 		log_err("cannot take over reading /dev/fuse: %s", strerror(-err));
 		goto out_unmount;
@@ -606,8 +606,8 @@ int main(int argc, char **argv)
 	}
 	log_info("serving %s: %llu MiB, %s, mem_limit %llu MiB, %u thread(s)%s", cl.mountpoint,
 		 (unsigned long long)(cfg.size >> 20), cfg.algorithm,
-		 (unsigned long long)(cfg.mem_limit >> 20), fs.threads,
-		 fs.uring_wanted ? ", FUSE over io_uring" : "");
+		 (unsigned long long)(cfg.mem_limit >> 20), fs.tp.threads,
+		 fs.tp.uring_wanted ? ", FUSE over io_uring" : "");
 	if (backing) {
 		log_info("writing back to %s (%s, %s)", cfg.writeback_backing_file,
 			 cfg.writeback_enabled ? "automatic" : "on command only",
@@ -616,9 +616,9 @@ int main(int argc, char **argv)
 		store_set_make_room(st, make_room, fs.policy);
 	}
 
-	fs.request_unmount = request_unmount;
-	fs.unmount_arg = &um;
-	err = fs_loop(&fs, se);
+	fs.tp.request_unmount = request_unmount;
+	fs.tp.unmount_arg = &um;
+	err = transport_loop(&fs.tp, se);
 	if (err)
 		log_err("request loop: %s", strerror(-err));
 	else

@@ -77,7 +77,11 @@ uint64_t stats_rss_bytes(void)
 	return (uint64_t)resident * (uint64_t)sysconf(_SC_PAGESIZE);
 }
 
-static const char *const req_names[STATS_REQ_COUNT] = { "read", "write", "discard" };
+static const char *const req_names[STATS_REQ_COUNT] = {
+#define STATS_REQ_NAME(ID, name) [STATS_REQ_##ID] = #name,
+	STATS_REQ_LIST(STATS_REQ_NAME)
+#undef STATS_REQ_NAME
+};
 
 /* Appends to the caller's buffer; a line that does not fit is left out
  * whole, and so is every line after it. */
@@ -87,12 +91,15 @@ struct text {
 	bool full;
 };
 
-static void put_text(struct text *t, const char *key, const char *value)
+/* The line of key `id` (its member `part` for a key made for each). */
+static void put_line(struct text *t, enum stats_key_id id, const char *part, const char *value)
 {
+	char key[STATS_KEY_MAX];
 	int n;
 
 	if (t->full)
 		return;
+	stats_key_name(key, sizeof(key), id, part);
 	n = snprintf(t->buf + t->len, t->cap - t->len, "%s %s\n", key, value);
 	if (n < 0 || (size_t)n >= t->cap - t->len) {
 		t->full = true;
@@ -102,12 +109,22 @@ static void put_text(struct text *t, const char *key, const char *value)
 	t->len += (size_t)n;
 }
 
-static void put(struct text *t, const char *key, uint64_t value)
+static void put_each(struct text *t, enum stats_key_id id, const char *part, uint64_t value)
 {
 	char num[24];
 
 	snprintf(num, sizeof(num), "%" PRIu64, value);
-	put_text(t, key, num);
+	put_line(t, id, part, num);
+}
+
+static void put(struct text *t, enum stats_key_id id, uint64_t value)
+{
+	put_each(t, id, NULL, value);
+}
+
+static void put_text(struct text *t, enum stats_key_id id, const char *value)
+{
+	put_line(t, id, NULL, value);
 }
 
 /* The backing file and the writeback thread; zeros and `none` without one. */
@@ -118,25 +135,25 @@ static void put_backing(struct text *t, struct backing *b, const struct policy_s
 
 	if (b)
 		backing_get_stats(b, &bs);
-	put(t, "backing_bytes_max", bs.bytes_max);
-	put(t, "backing_bytes_used", bs.bytes_used);
-	put(t, "backing_bytes_live", bs.bytes_live);
-	put(t, "backing_segments", bs.segments);
-	put(t, "backing_bytes_written", bs.bytes_written);
-	put(t, "backing_compaction_moves", ws->compaction_moves);
-	put(t, "backing_holes_punched", bs.holes_punched);
-	put(t, "backing_read_errors", bs.read_errors);
-	put(t, "backing_auth_failures", bs.auth_failures);
-	put_text(t, "backing_cipher", b ? seal_cipher_name(backing_cipher(b)) : "none");
-	put(t, "backing_write_errors", bs.write_errors);
-	put(t, "writeback_failed", ws->failed);
-	put(t, "writeback_spills", ps->wb_spills);
-	put(t, "writeback_pending", ps->wb_pending);
+	put(t, STATS_K_BACKING_BYTES_MAX, bs.bytes_max);
+	put(t, STATS_K_BACKING_BYTES_USED, bs.bytes_used);
+	put(t, STATS_K_BACKING_BYTES_LIVE, bs.bytes_live);
+	put(t, STATS_K_BACKING_SEGMENTS, bs.segments);
+	put(t, STATS_K_BACKING_BYTES_WRITTEN, bs.bytes_written);
+	put(t, STATS_K_BACKING_COMPACTION_MOVES, ws->compaction_moves);
+	put(t, STATS_K_BACKING_HOLES_PUNCHED, bs.holes_punched);
+	put(t, STATS_K_BACKING_READ_ERRORS, bs.read_errors);
+	put(t, STATS_K_BACKING_AUTH_FAILURES, bs.auth_failures);
+	put_text(t, STATS_K_BACKING_CIPHER, b ? seal_cipher_name(backing_cipher(b)) : "none");
+	put(t, STATS_K_BACKING_WRITE_ERRORS, bs.write_errors);
+	put(t, STATS_K_WRITEBACK_FAILED, ws->failed);
+	put(t, STATS_K_WRITEBACK_SPILLS, ps->wb_spills);
+	put(t, STATS_K_WRITEBACK_PENDING, ps->wb_pending);
 	if (ps->has_writeback && ws->budget_left != UINT64_MAX)
-		put(t, "writeback_budget_left", ws->budget_left);
+		put(t, STATS_K_WRITEBACK_BUDGET_LEFT, ws->budget_left);
 	else
-		put_text(t, "writeback_budget_left", "unlimited");
-	put_text(t, "writeback_status",
+		put_text(t, STATS_K_WRITEBACK_BUDGET_LEFT, "unlimited");
+	put_text(t, STATS_K_WRITEBACK_STATUS,
 		 ps->has_writeback ? writeback_status_name(ws->status) : "none");
 }
 
@@ -149,20 +166,56 @@ static void put_reserve(struct text *t, const struct arena_stats *as)
 
 	reserve_get_stats(&rs);
 	memcg_get_report(&mr);
-	put(t, "reserve_bytes", as->reserve_pages * ARENA_PAGE_SIZE);
-	put(t, "reserve_target_bytes", as->reserve_target * ARENA_PAGE_SIZE);
-	put(t, "reserve_dry", as->reserve_dry);
-	put(t, "reserve_refills", as->refills);
-	put(t, "reserve_refill_bytes", as->refill_pages * ARENA_PAGE_SIZE);
-	put(t, "reserve_trimmed_bytes", as->trimmed_pages * ARENA_PAGE_SIZE);
-	put(t, "reserve_peak_rate", rs.peak_rate);
-	put(t, "reserve_refill_max_us", rs.refill_max_us);
-	put(t, "reserve_refill_failures", rs.refill_failures);
-	put(t, "reserve_wakeups", rs.wakeups);
-	put(t, "arena_desc_bytes", as->desc_bytes);
-	put(t, "io_flusher", flusher > 0);
-	put_text(t, "memcg", mr.state);
-	put(t, "memcg_limit_bytes", mr.limit);
+	put(t, STATS_K_RESERVE_BYTES, as->reserve_pages * ARENA_PAGE_SIZE);
+	put(t, STATS_K_RESERVE_TARGET_BYTES, as->reserve_target * ARENA_PAGE_SIZE);
+	put(t, STATS_K_RESERVE_DRY, as->reserve_dry);
+	put(t, STATS_K_RESERVE_REFILLS, as->refills);
+	put(t, STATS_K_RESERVE_REFILL_BYTES, as->refill_pages * ARENA_PAGE_SIZE);
+	put(t, STATS_K_RESERVE_TRIMMED_BYTES, as->trimmed_pages * ARENA_PAGE_SIZE);
+	put(t, STATS_K_RESERVE_PEAK_RATE, rs.peak_rate);
+	put(t, STATS_K_RESERVE_REFILL_MAX_US, rs.refill_max_us);
+	put(t, STATS_K_RESERVE_REFILL_FAILURES, rs.refill_failures);
+	put(t, STATS_K_RESERVE_WAKEUPS, rs.wakeups);
+	put(t, STATS_K_ARENA_DESC_BYTES, as->desc_bytes);
+	put(t, STATS_K_IO_FLUSHER, flusher > 0);
+	put_text(t, STATS_K_MEMCG, mr.state);
+	put(t, STATS_K_MEMCG_LIMIT_BYTES, mr.limit);
+}
+
+/* The FUSE requests, per kind (stats_io_account). */
+static void put_requests(struct text *t, const struct stats_io *io)
+{
+	unsigned int i;
+
+	for (i = 0; i < STATS_REQ_COUNT; i++) {
+		uint64_t n = atomic_load_explicit(&io->reqs[i], memory_order_relaxed);
+		uint64_t ns = atomic_load_explicit(&io->ns_total[i], memory_order_relaxed);
+
+		put_each(t, STATS_K_REQ_REQS, req_names[i], n);
+		put_each(t, STATS_K_REQ_BYTES, req_names[i],
+			 atomic_load_explicit(&io->bytes[i], memory_order_relaxed));
+		put_each(t, STATS_K_REQ_ERRORS, req_names[i],
+			 atomic_load_explicit(&io->errors[i], memory_order_relaxed));
+		put_each(t, STATS_K_REQ_LATENCY_AVG_NS, req_names[i], n ? ns / n : 0);
+		put_each(t, STATS_K_REQ_LATENCY_MAX_NS, req_names[i],
+			 atomic_load_explicit(&io->ns_max[i], memory_order_relaxed));
+	}
+}
+
+/* The size classes in use: objects, places, pages. */
+static void put_classes(struct text *t, const struct arena_class_stats *cls)
+{
+	char size[16];
+	unsigned int i;
+
+	for (i = 0; i < ARENA_NR_CLASSES; i++) {
+		if (!cls[i].spans)
+			continue;
+		snprintf(size, sizeof(size), "%u", cls[i].size);
+		put_each(t, STATS_K_CLASS_OBJS, size, cls[i].objs_used);
+		put_each(t, STATS_K_CLASS_CAPACITY, size, cls[i].objs_capacity);
+		put_each(t, STATS_K_CLASS_PAGES, size, cls[i].spans * cls[i].pages_per_span);
+	}
 }
 
 size_t stats_snapshot(struct store *st, struct policy *pol, const struct stats_io *io,
@@ -174,7 +227,6 @@ size_t stats_snapshot(struct store *st, struct policy *pol, const struct stats_i
 	struct store_counters c;
 	struct arena_stats as;
 	struct text t = { .buf = buf, .cap = cap };
-	char key[64];
 	unsigned int i;
 
 	if (!cap)
@@ -188,81 +240,56 @@ size_t stats_snapshot(struct store *st, struct policy *pol, const struct stats_i
 	arena_get_stats(store_arena(st), &as);
 	arena_get_class_stats(store_arena(st), cls);
 
-	put(&t, "orig_data_size", c.pages_stored * STORE_PAGE_SIZE);
-	put(&t, "compr_data_size", c.compr_data_size);
-	put(&t, "mem_used_total", as.pages_used * ARENA_PAGE_SIZE);
-	put(&t, "mem_limit", as.limit_bytes);
-	put(&t, "mem_used_max", as.pages_max * ARENA_PAGE_SIZE);
-	put(&t, "same_pages", c.same_pages);
-	put(&t, "pages_compacted", as.pages_compacted);
-	put(&t, "huge_pages", c.huge_pages);
-	put(&t, "failed_reads", c.failed_reads);
-	put(&t, "failed_writes", c.failed_writes);
-	put(&t, "invalid_io", c.invalid_io);
-	put(&t, "notify_free", c.notify_free);
-	put(&t, "bd_count", c.bd_count);
-	put(&t, "bd_reads", c.bd_reads);
-	put(&t, "bd_writes", c.bd_writes);
-	put_text(&t, "algorithm", store_codec(st)->name);
-	put(&t, "disksize", store_size(st));
-	put(&t, "pages_stored", c.pages_stored);
-	put(&t, "num_reads", c.pages_read);
-	put(&t, "num_writes", c.pages_written);
+	put(&t, STATS_K_ORIG_DATA_SIZE, c.pages_stored * STORE_PAGE_SIZE);
+	put(&t, STATS_K_COMPR_DATA_SIZE, c.compr_data_size);
+	put(&t, STATS_K_MEM_USED_TOTAL, as.pages_used * ARENA_PAGE_SIZE);
+	put(&t, STATS_K_MEM_LIMIT, as.limit_bytes);
+	put(&t, STATS_K_MEM_USED_MAX, as.pages_max * ARENA_PAGE_SIZE);
+	put(&t, STATS_K_SAME_PAGES, c.same_pages);
+	put(&t, STATS_K_PAGES_COMPACTED, as.pages_compacted);
+	put(&t, STATS_K_HUGE_PAGES, c.huge_pages);
+	put(&t, STATS_K_FAILED_READS, c.failed_reads);
+	put(&t, STATS_K_FAILED_WRITES, c.failed_writes);
+	put(&t, STATS_K_INVALID_IO, c.invalid_io);
+	put(&t, STATS_K_NOTIFY_FREE, c.notify_free);
+	put(&t, STATS_K_BD_COUNT, c.bd_count);
+	put(&t, STATS_K_BD_READS, c.bd_reads);
+	put(&t, STATS_K_BD_WRITES, c.bd_writes);
+	put_text(&t, STATS_K_ALGORITHM, store_codec(st)->name);
+	put(&t, STATS_K_DISKSIZE, store_size(st));
+	put(&t, STATS_K_PAGES_STORED, c.pages_stored);
+	put(&t, STATS_K_NUM_READS, c.pages_read);
+	put(&t, STATS_K_NUM_WRITES, c.pages_written);
 	for (i = 0; i < CODEC_COUNT; i++) {
-		snprintf(key, sizeof(key), "pages_%s", codec_by_id(i)->name);
-		put(&t, key, c.codec_pages[i]);
-		snprintf(key, sizeof(key), "bytes_%s", codec_by_id(i)->name);
-		put(&t, key, c.codec_bytes[i]);
+		put_each(&t, STATS_K_CODEC_PAGES, codec_by_id(i)->name, c.codec_pages[i]);
+		put_each(&t, STATS_K_CODEC_BYTES, codec_by_id(i)->name, c.codec_bytes[i]);
 	}
-	put(&t, "recompressed", c.recompressed);
-	put(&t, "recompress_skipped", c.recompress_skipped);
-	put(&t, "recompress_incompressible", c.recompress_incompressible);
-	put(&t, "recompress_passes", ps.recompress_passes);
-	put(&t, "recompress_pending", ps.recompress_pending);
-	put(&t, "compactions", ps.compactions);
+	put(&t, STATS_K_RECOMPRESSED, c.recompressed);
+	put(&t, STATS_K_RECOMPRESS_SKIPPED, c.recompress_skipped);
+	put(&t, STATS_K_RECOMPRESS_INCOMPRESSIBLE, c.recompress_incompressible);
+	put(&t, STATS_K_RECOMPRESS_PASSES, ps.recompress_passes);
+	put(&t, STATS_K_RECOMPRESS_PENDING, ps.recompress_pending);
+	put(&t, STATS_K_COMPACTIONS, ps.compactions);
 	put_backing(&t, store_backing(st), &ps);
-	put(&t, "rss_bytes", stats_rss_bytes());
-	put(&t, "arena_mapped_bytes", as.pages_mapped * ARENA_PAGE_SIZE);
-	for (i = 0; i < STATS_REQ_COUNT; i++) {
-		uint64_t n = atomic_load_explicit(&io->reqs[i], memory_order_relaxed);
-		uint64_t ns = atomic_load_explicit(&io->ns_total[i], memory_order_relaxed);
-
-		snprintf(key, sizeof(key), "%s_reqs", req_names[i]);
-		put(&t, key, n);
-		snprintf(key, sizeof(key), "%s_bytes", req_names[i]);
-		put(&t, key, atomic_load_explicit(&io->bytes[i], memory_order_relaxed));
-		snprintf(key, sizeof(key), "%s_errors", req_names[i]);
-		put(&t, key, atomic_load_explicit(&io->errors[i], memory_order_relaxed));
-		snprintf(key, sizeof(key), "%s_latency_avg_ns", req_names[i]);
-		put(&t, key, n ? ns / n : 0);
-		snprintf(key, sizeof(key), "%s_latency_max_ns", req_names[i]);
-		put(&t, key, atomic_load_explicit(&io->ns_max[i], memory_order_relaxed));
-	}
+	put(&t, STATS_K_RSS_BYTES, stats_rss_bytes());
+	put(&t, STATS_K_ARENA_MAPPED_BYTES, as.pages_mapped * ARENA_PAGE_SIZE);
+	put_requests(&t, io);
 	/* The kernel uses the rings only once every CPU's queue has an entry. */
-	put_text(&t, "fuse_transport", uring_session_requests() ? "io_uring" : "dev_fuse");
-	put(&t, "uring_reqs", uring_session_requests());
+	put_text(&t, STATS_K_FUSE_TRANSPORT, uring_session_requests() ? "io_uring" : "dev_fuse");
+	put(&t, STATS_K_URING_REQS, uring_session_requests());
 	/* Failures lived through, refusals, and what hardening achieved
 	 * (zswapfs(8), MEMORY PRESSURE, ACCESS and PRIVILEGES) */
-	put(&t, "request_loop_errors",
+	put(&t, STATS_K_REQUEST_LOOP_ERRORS,
 	    atomic_load_explicit(&io->loop_errors, memory_order_relaxed) + uring_session_errors());
-	put(&t, "access_denied", atomic_load_explicit(&io->access_denied, memory_order_relaxed));
-	put(&t, "log_dropped", log_dropped());
-	put(&t, "memory_locked", hs->memory_locked);
-	put(&t, "no_new_privs", hs->no_new_privs);
+	put(&t, STATS_K_ACCESS_DENIED, atomic_load_explicit(&io->access_denied, memory_order_relaxed));
+	put(&t, STATS_K_LOG_DROPPED, log_dropped());
+	put(&t, STATS_K_MEMORY_LOCKED, hs->memory_locked);
+	put(&t, STATS_K_NO_NEW_PRIVS, hs->no_new_privs);
 	/* A number, as the contract wants: bit N is capability N. */
-	put(&t, "capabilities", hs->caps);
+	put(&t, STATS_K_CAPABILITIES, hs->caps);
 	/* Fragmentation: places allocated in spans but holding no object. */
-	put(&t, "frag_bytes", arena_unused_bytes(cls));
+	put(&t, STATS_K_FRAG_BYTES, arena_unused_bytes(cls));
 	put_reserve(&t, &as);
-	for (i = 0; i < ARENA_NR_CLASSES; i++) {
-		if (!cls[i].spans)
-			continue;
-		snprintf(key, sizeof(key), "class_%u_objs", cls[i].size);
-		put(&t, key, cls[i].objs_used);
-		snprintf(key, sizeof(key), "class_%u_capacity", cls[i].size);
-		put(&t, key, cls[i].objs_capacity);
-		snprintf(key, sizeof(key), "class_%u_pages", cls[i].size);
-		put(&t, key, cls[i].spans * cls[i].pages_per_span);
-	}
+	put_classes(&t, cls);
 	return t.len;
 }

@@ -1,9 +1,9 @@
 /* SPDX-License-Identifier: GPL-2.0-or-later */
 /*
  * stats: the request counters of the FUSE layer, and the text of the
- * `stats` file: one `key value` line each, zram's names and meanings where
- * zram has the figure (sizes in bytes, counts in pages), new keys only ever
- * added.  The text is made once when the file is opened, so every read of
+ * `stats` file: one `key value` line each, the keys of stats_keys.h in its
+ * order (zram's names and meanings where zram has the figure; sizes in
+ * bytes, counts in pages), new keys only ever added.  The text is made once when the file is opened, so every read of
  * one open file sees the same snapshot.
  */
 #ifndef ZSWAPFS_STATS_H
@@ -13,13 +13,15 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "stats_keys.h"
+
 struct store;
 struct policy;
 
 enum stats_req {
-	STATS_REQ_READ,
-	STATS_REQ_WRITE,
-	STATS_REQ_DISCARD,
+#define STATS_REQ_ENUM(ID, name) STATS_REQ_##ID,
+	STATS_REQ_LIST(STATS_REQ_ENUM)
+#undef STATS_REQ_ENUM
 	STATS_REQ_COUNT
 };
 

@@ -310,6 +310,18 @@ START_TEST(test_registry_by_id)
 		ck_assert_ptr_nonnull(ops->compress);
 		ck_assert_ptr_nonnull(ops->decompress);
 	}
+	/* The ops carry the names of codec.h's list, which tools that link
+	 * no codec (zswapctl) read the stats keys by. */
+	{
+		static const char *const listed[] = {
+#define LISTED(ID, name) [CODEC_##ID] = #name,
+			CODEC_LIST(LISTED)
+#undef LISTED
+		};
+
+		for (id = 0; id < CODEC_COUNT; id++)
+			ck_assert_str_eq(codec_by_id(id)->name, listed[id]);
+	}
 	ck_assert_ptr_null(codec_by_id(CODEC_COUNT));
 	ck_assert_ptr_null(codec_by_id(255));
 	ck_assert_ptr_null(codec_by_id((unsigned int)-1));

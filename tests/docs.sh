@@ -2,7 +2,9 @@
 # SPDX-License-Identifier: GPL-2.0-or-later
 #
 # The documentation follows the code: every setting in the daemon's table
-# (as --help prints it) is described in zswapfs(8) and zswapfs.conf(5), and
+# (as --help prints it) is described in zswapfs(8) and zswapfs.conf(5),
+# every stats key (src/stats_keys.h, and what a mount prints) and control
+# command (src/control_cmds.h) in zswapfs(8) and nothing else there, and
 # every man page renders without a warning.
 set -eu
 . "$(dirname "$0")/lib.sh"
@@ -49,5 +51,100 @@ for key in "${keys[@]}"; do
 		;;
 	esac
 done
-log "${#pages[@]} man pages render clean; ${#keys[@]} settings documented"
+# ---- stats keys --------------------------------------------------------------
+# The table src/stats_keys.h, expanded as the daemon prints it: a key made
+# for each codec or request kind once per member (codec.h's CODEC_LIST,
+# STATS_REQ_LIST), a key for each size class as the pattern class_SIZE_...
+# the man page documents.  In print order, each class key once.
+members() { # LIST-MACRO FILE: the lower-case member names of an X-macro list
+	awk -v m="$1" '$0 ~ "#define " m "\\(X\\)" { on = 1; next }
+		on && match($0, /X\([A-Z0-9_]+, *[a-z0-9_]+\)/) {
+			s = substr($0, RSTART + 2, RLENGTH - 3); sub(/.*, */, "", s); print s }
+		on && !/\\$/ { exit }' "$2"
+}
+mapfile -t codecs < <(members CODEC_LIST "$top_srcdir/src/codec.h")
+mapfile -t reqs < <(members STATS_REQ_LIST "$top_srcdir/src/stats_keys.h")
+[ "${#codecs[@]}" -ge 3 ] && [ "${#reqs[@]}" -ge 3 ] ||
+	fail "could not read CODEC_LIST or STATS_REQ_LIST"
+table=$(awk -v codecs="${codecs[*]}" -v reqs="${reqs[*]}" '
+	function flush(   i, j, n, m, part) {
+		if (!ng)
+			return
+		n = split(gfam == "CODEC" ? codecs : reqs, part, " ")
+		for (i = 1; i <= n; i++)
+			for (j = 1; j <= ng; j++) {
+				m = group[j]; sub(/\*/, part[i], m); print m
+			}
+		ng = 0
+	}
+	match($0, /X\([A-Z0-9_]+, "[^"]+", [A-Z_]+, [A-Z]+,/) {
+		split(substr($0, RSTART, RLENGTH), f, /, */)
+		key = f[2]; gsub(/"/, "", key); fam = f[4]
+		if (fam != "CODEC" && fam != "REQ" || fam != gfam)
+			flush()
+		gfam = fam
+		if (fam == "CODEC" || fam == "REQ") {
+			group[++ng] = key
+		} else {
+			sub(/\*/, "SIZE", key); print key
+		}
+	}
+	END { flush() }' "$top_srcdir/src/stats_keys.h")
+[ "$(wc -l <<<"$table")" -ge 50 ] || fail "could not read the table of src/stats_keys.h"
+
+# The keys zswapfs(8) documents: the tags (.TP/.TQ) of its STATS section.
+documented=$(awk '/^\.SH STATS/ { on = 1; next } /^\.SH/ { on = 0 }
+	on && /^\.T[PQ]/ { tag = 1; next }
+	on && tag {
+		tag = 0; line = $0
+		sub(/^\.BR? /, "", line); gsub(/"/, "", line); gsub(/,/, " ", line)
+		n = split(line, w, " ")
+		for (i = 1; i <= n; i++) print w[i]
+	}' <<<"$man8")
+while read -r key; do
+	grep -qxF -- "$key" <<<"$documented" ||
+		fail "stats key '$key' (src/stats_keys.h) is not in zswapfs.8's STATS section"
+done <<<"$table"
+while read -r key; do
+	grep -qxF -- "$key" <<<"$table" ||
+		fail "zswapfs.8's STATS section documents '$key', which the daemon never prints"
+done <<<"$documented"
+
+# And a live mount prints exactly the table, in its order.
+if [ -c /dev/fuse ]; then
+	make_tmpdir
+	zs_mount size=16M
+	head -c 65536 "$ZSWAPFS" | zs_run 20 dd of="$ZS_MNT/swap" bs=64k conv=notrunc status=none
+	printed=$(zs_run 20 cat "$ZS_MNT/stats") || fail "cannot read $ZS_MNT/stats"
+	zs_umount
+	printed=$(awk '{ k = $1; sub(/^class_[0-9]+_/, "class_SIZE_", k) } !seen[k]++ { print k }' \
+		<<<"$printed")
+	grep -q '^class_SIZE_objs$' <<<"$printed" || fail "no size class in use after a write"
+	[ "$printed" = "$table" ] || fail "the stats file's keys differ from src/stats_keys.h:
+$(diff <(echo "$table") <(echo "$printed"))"
+else
+	log "no /dev/fuse: the keys a live mount prints are not compared"
+fi
+
+# ---- control commands --------------------------------------------------------
+# Each command of src/control_cmds.h is a tag of zswapfs(8)'s CONTROL
+# section, and each tag there is a command of the table.
+mapfile -t cmds < <(awk '/#define CONTROL_CMDS\(X\)/ { on = 1; next }
+	on && match($0, /X\([A-Z0-9_]+, *[a-z0-9_]+,/) {
+		s = substr($0, RSTART + 2, RLENGTH - 3); sub(/.*, */, "", s); print s }
+	on && !/\\$/ { exit }' "$top_srcdir/src/control_cmds.h")
+[ "${#cmds[@]}" -ge 4 ] || fail "could not read the table of src/control_cmds.h"
+tags=$(awk '/^\.SH CONTROL/ { on = 1; next } /^\.SH/ { on = 0 }
+	on && /^\.T[PQ]/ { tag = 1; next }
+	on && tag { tag = 0; sub(/^\.BR? /, ""); gsub(/"/, ""); print $1 }' <<<"$man8")
+for cmd in "${cmds[@]}"; do
+	grep -qxF -- "$cmd" <<<"$tags" ||
+		fail "control command '$cmd' (src/control_cmds.h) is not in zswapfs.8's CONTROL section"
+done
+while read -r tag; do
+	printf '%s\n' "${cmds[@]}" | grep -qxF -- "$tag" ||
+		fail "zswapfs.8's CONTROL section documents '$tag', which is no control command"
+done <<<"$tags"
+
+log "${#pages[@]} man pages render clean; ${#keys[@]} settings, $(wc -l <<<"$table") stats keys, ${#cmds[@]} control commands documented"
 exit 0

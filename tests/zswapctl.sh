@@ -63,6 +63,10 @@ out=$(ctl --version) || fail "--version failed"
 grep -q '^zswapctl ' <<<"$out" || fail "--version: $out"
 expect_fail 2 "unknown command" frobnicate "$mnt"
 expect_fail 2 "idle" idle "$mnt"
+# the control commands' word counts are the daemon's (control_cmds.h)
+expect_fail 2 "writeback: wrong number of arguments" writeback "$mnt" idle max_pages=1 more
+expect_fail 2 "recompress: wrong number of arguments" recompress "$mnt" type=idle \
+	threshold=100 max_pages=1 more
 expect_fail 2 "bad priority" swapon "$mnt" --priority 99999
 
 # ---- status and stats ----------------------------------------------------------
