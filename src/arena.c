@@ -73,7 +73,9 @@
  *
  * Locking.  Lock order: cls->lock -> a->refill_lock -> a->page_lock.
  *   cls->lock guards the class's groups, its span descriptors and counters;
- *	it is held across the migrate callback in compaction.
+ *	it is held across the migrate callback in compaction.  Only spilling
+ *	(arena_compact) holds two class locks, a class's and then one of a
+ *	larger class: always in ascending class order.
  *   a->refill_lock makes refills and trims one at a time (they change
  *	pages outside page_lock); it is held across system calls, so in
  *	reserve mode no request thread ever takes it.
@@ -1386,6 +1388,119 @@ static int class_compact_one(struct arena *a, unsigned int ci, arena_migrate_fn 
 	return failed ? -EAGAIN : 0;
 }
 
+/*
+ * Spilling.  Compaction leaves a class at most one part-used span, but
+ * nearly every class in use keeps one, and together they are the largest
+ * part of what the arena costs beyond its objects' class sizes: on 256 MiB
+ * of real process memory recompressed with zstd-3, 1.1 MB of free places
+ * against 0.86 MB of class rounding and 0.27 MB of span tails
+ * (contrib/bench/pageratio).  So compaction then moves the objects of a
+ * class's emptiest span into free places of larger classes, at most
+ * spill_extra() bytes larger, and frees the span: the places they take
+ * were allocated and empty anyway.  The extra bound keeps an object from
+ * taking a place much larger than itself, which the larger class's own
+ * objects would want later (a moved object costs at most a quarter more
+ * than its class, or 64 bytes).  Measured with pageratio's model of the
+ * same pages: zstd-3 orig/mem 4.272 -> 4.342, lz4 2.678 -> 2.707.
+ */
+static uint32_t spill_extra(uint32_t size)
+{
+	return size / 4 > 64 ? size / 4 : 64;
+}
+
+/*
+ * Free places in the classes above ci that take its objects, counted until
+ * `want` (each class's lock taken in turn, after ci's: ascending order).
+ */
+static uint64_t spill_room(struct arena *a, unsigned int ci, uint64_t want)
+{
+	uint32_t limit = a->classes[ci].size + spill_extra(a->classes[ci].size);
+	uint64_t room = 0;
+
+	for (unsigned int cj = ci + 1; cj < ARENA_NR_CLASSES && room < want; cj++) {
+		struct arena_class *up = &a->classes[cj];
+
+		if (up->size > limit)
+			break;
+		pthread_mutex_lock(&up->lock);
+		room += up->spans * up->objs_per_span - up->objs_used;
+		pthread_mutex_unlock(&up->lock);
+	}
+	return room;
+}
+
+/*
+ * Empty the emptiest span of class ci into larger classes (see Spilling),
+ * when they have room for all its objects.  Returns pages freed, 0 when
+ * there was nothing to do, -EAGAIN when an object would not move.  Holds
+ * ci's lock throughout and one larger class's lock at a time.
+ */
+static int class_spill_one(struct arena *a, unsigned int ci, arena_migrate_fn migrate,
+			   void *cookie)
+{
+	struct arena_class *cls = &a->classes[ci];
+	uint32_t limit = cls->size + spill_extra(cls->size);
+	unsigned int cj = ci + 1;
+	struct span *src;
+	bool failed = false;
+	int ret = 0;
+
+	pthread_mutex_lock(&cls->lock);
+	src = class_emptiest(cls);
+	if (!src || spill_room(a, ci, span_used(cls, src)) < span_used(cls, src))
+		goto out_unlock;
+	/* Isolated: off the lists, so no allocation of ci goes into it. */
+	group_del(cls, src);
+	for (unsigned int w = 0; w < cls->bitmap_words && !failed; w++) {
+		uint64_t bits = span_live(src)[w];
+
+		while (bits && !failed) {
+			unsigned int idx = w * 64 + __builtin_ctzll(bits);
+			uint32_t owner = span_owner(cls, src)[idx];
+			struct arena_class *up = NULL;
+			struct span *dst = NULL;
+			unsigned int nidx;
+
+			bits &= bits - 1;
+			for (; cj < ARENA_NR_CLASSES && a->classes[cj].size <= limit; cj++) {
+				up = &a->classes[cj];
+				pthread_mutex_lock(&up->lock);
+				dst = class_fullest(up);
+				if (dst)
+					break;
+				pthread_mutex_unlock(&up->lock);
+			}
+			if (!dst) {
+				/* Taken meanwhile by the larger classes' own objects. */
+				failed = true;
+				break;
+			}
+			nidx = span_take(up, dst, owner);
+			span_regroup(up, dst);
+			if (migrate(cookie, owner, span_handle(src, ci, idx), span_obj(cls, src, idx),
+				    span_handle(dst, cj, nidx), span_obj(up, dst, nidx),
+				    cls->size) == 0) {
+				span_put(cls, src, idx);
+			} else {
+				span_put(up, dst, nidx);
+				span_regroup(up, dst);
+				failed = true;
+			}
+			pthread_mutex_unlock(&up->lock);
+		}
+	}
+	if (src->nr_free == cls->objs_per_span) {
+		span_destroy(a, cls, src);
+		ret = cls->pages_per_span;
+	} else {
+		span_regroup(cls, src);
+		ret = failed ? -EAGAIN : 0;
+	}
+out_unlock:
+	pthread_mutex_unlock(&cls->lock);
+	return ret;
+}
+
 uint64_t arena_compact(struct arena *a, arena_migrate_fn migrate, void *cookie)
 {
 	uint64_t freed = 0;
@@ -1408,6 +1523,14 @@ uint64_t arena_compact(struct arena *a, arena_migrate_fn migrate, void *cookie)
 				break;
 			freed += ret;
 		}
+	}
+	/* From the top down: an object spilled into a class already done does
+	 * not move again in this pass. */
+	for (unsigned int ci = ARENA_NR_CLASSES - 1; ci-- > 0;) {
+		int ret = class_spill_one(a, ci, migrate, cookie);
+
+		if (ret > 0)
+			freed += (uint64_t)ret;
 	}
 	atomic_fetch_add_explicit(&a->pages_compacted, freed, memory_order_relaxed);
 	return freed;

@@ -79,13 +79,16 @@ size_t arena_obj_capacity(const struct arena *a, uint64_t handle);
 
 /*
  * Compaction moves objects out of the least used spans of each class into
- * the most used ones, then gives the emptied spans' pages back.
+ * the most used ones, then (spilling) the objects of each class's emptiest
+ * span into free places of larger classes, at most a quarter (or 64 bytes)
+ * larger, when those can take them all; then it gives the emptied spans'
+ * pages back.  A spilled object's capacity grows to its new class's size.
  *
  * For every object it wants to move, the arena allocates a new place and
  * calls migrate(cookie, owner, old_handle, old, new_handle, new, size) with a
  * class lock held.  The callback must not block: it try-locks the owner, and
- * if the owner still refers to old_handle it copies size bytes from old to
- * new, makes the owner refer to new_handle and returns 0; otherwise it
+ * if the owner still refers to old_handle it copies size bytes (the old
+ * place's class size; the new place may be larger) from old to new, makes the owner refer to new_handle and returns 0; otherwise it
  * returns -EAGAIN and the object stays where it is.
  */
 typedef int (*arena_migrate_fn)(void *cookie, uint32_t owner, uint64_t old_handle,

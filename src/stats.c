@@ -289,6 +289,19 @@ size_t stats_snapshot(struct store *st, struct policy *pol, const struct stats_i
 	put(&t, STATS_K_CAPABILITIES, hs->caps);
 	/* Fragmentation: places allocated in spans but holding no object. */
 	put(&t, STATS_K_FRAG_BYTES, arena_unused_bytes(cls));
+	/* The rest of mem_used_total: places holding objects (at their class
+	 * size: less compr_data_size, the class rounding) and span tails. */
+	{
+		uint64_t placed = 0, spans = 0, held = 0;
+
+		for (i = 0; i < ARENA_NR_CLASSES; i++) {
+			held += cls[i].objs_used * cls[i].size;
+			placed += cls[i].objs_capacity * cls[i].size;
+			spans += cls[i].spans * cls[i].pages_per_span * ARENA_PAGE_SIZE;
+		}
+		put(&t, STATS_K_ARENA_CLASS_BYTES, held);
+		put(&t, STATS_K_ARENA_TAIL_BYTES, spans - placed);
+	}
 	put_reserve(&t, &as);
 	put_classes(&t, cls);
 	return t.len;

@@ -119,6 +119,10 @@
 	X(CAPABILITIES, "capabilities", NUM, ONE, "bits", \
 	  "the capabilities kept: bit N is capability N") \
 	X(FRAG_BYTES, "frag_bytes", NUM, ONE, "bytes", "places in the arena holding no object") \
+	X(ARENA_CLASS_BYTES, "arena_class_bytes", NUM, ONE, "bytes", \
+	  "places holding an object, at their class size") \
+	X(ARENA_TAIL_BYTES, "arena_tail_bytes", NUM, ONE, "bytes", \
+	  "ends of spans no place covers") \
 	X(RESERVE_BYTES, "reserve_bytes", NUM, ONE, "bytes", "free arena memory resident now") \
 	X(RESERVE_TARGET_BYTES, "reserve_target_bytes", NUM, ONE, "bytes", \
 	  "what the reserve is kept at") \

@@ -195,6 +195,7 @@ struct table {
 	uint32_t n;
 	uint32_t live;
 	uint64_t migrated;
+	uint64_t spilled;	/* of those, moved to a larger class */
 	uint64_t refused;
 	int fail_mode;		/* 0: move all, 1: refuse all, 2: refuse odd owners */
 };
@@ -245,7 +246,8 @@ static void table_verify(struct table *t)
 
 		if (!o->live)
 			continue;
-		require(arena_obj_capacity(t->a, o->handle) == expect_capacity(o->size));
+		/* Its class, or a larger one it was spilled to. */
+		require(arena_obj_capacity(t->a, o->handle) >= expect_capacity(o->size));
 		require_msg(same(arena_map(t->a, o->handle), o->size, obj_seed(i, o->gen)),
 			      "owner %u (size %u) corrupted", i, o->size);
 	}
@@ -273,7 +275,14 @@ static int table_migrate(void *cookie, uint32_t owner, uint64_t old_handle, cons
 	require(new_handle != 0);
 	require(old == arena_map(t->a, old_handle));
 	require(new == arena_map(t->a, new_handle));
-	require(size == expect_capacity(o->size));
+	/* size: the old place's class; a spill moves to a class at most a
+	 * quarter (or 64 bytes) larger. */
+	require(size == arena_obj_capacity(t->a, old_handle));
+	require(size >= expect_capacity(o->size));
+	require(arena_obj_capacity(t->a, new_handle) >= size);
+	require(arena_obj_capacity(t->a, new_handle) <= size + (size / 4 > 64 ? size / 4 : 64));
+	if (arena_obj_capacity(t->a, new_handle) > size)
+		t->spilled++;
 	require(same(old, o->size, obj_seed(owner, o->gen)));
 	if (t->fail_mode == 1 || (t->fail_mode == 2 && owner % 2)) {
 		t->refused++;
@@ -295,7 +304,8 @@ static void check_invariants(struct table *t)
 
 	for (uint32_t i = 0; i < t->n; i++)
 		if (t->o[i].live)
-			per_class[class_of(t->o[i].size)]++;
+			per_class[(arena_obj_capacity(t->a, t->o[i].handle) - ARENA_MIN_OBJ) /
+				  ARENA_CLASS_DELTA]++;
 	arena_get_stats(t->a, &st);
 	arena_get_class_stats(t->a, cls);
 	for (unsigned int ci = 0; ci < ARENA_NR_CLASSES; ci++) {
@@ -687,6 +697,78 @@ START_TEST(test_compact)
 }
 END_TEST
 
+/*
+ * Spilling: compaction empties a class's part-used span into free places of
+ * a class at most a quarter larger, only when they take every object, and
+ * never into one beyond that.
+ */
+START_TEST(test_spill)
+{
+	size_t cap_a = expect_capacity(1000), cap_b = expect_capacity(cap_a + 1);
+	size_t cap_small = expect_capacity(100);
+	unsigned int k_a, n_a, k_b, n_b, k_s, n_s;
+	struct arena_class_stats cls[ARENA_NR_CLASSES];
+	struct arena_stats st;
+	uint64_t before, handles[4];
+	uint32_t owner = 0;
+	struct table t;
+
+	best_span(cap_a, &k_a, &n_a);
+	best_span(cap_b, &k_b, &n_b);
+	best_span(cap_small, &k_s, &n_s);
+	ck_assert_uint_le(cap_b, cap_a + cap_a / 4);
+	ck_assert_uint_ge(n_b, 6);
+	ck_assert_uint_ge(n_s, 4);
+	ck_assert_uint_gt(cap_a, cap_small + cap_small / 4 + 64);
+
+	/* Too little room above: B has 2 free places for A's 3 objects. */
+	table_init(&t, arena_create(0), 64);
+	ck_assert_ptr_nonnull(t.a);
+	for (unsigned int i = 0; i < n_a + 3; i++)
+		ck_assert_int_eq(table_alloc(&t, owner++, 1000), 0);
+	for (unsigned int i = 0; i < n_b - 2; i++)
+		ck_assert_int_eq(table_alloc(&t, owner++, (uint32_t)cap_b), 0);
+	ck_assert_uint_eq(arena_compact(t.a, table_migrate, &t), 0);
+	ck_assert_uint_eq(t.migrated, 0);
+	/* Three places take them all. */
+	table_free(&t, owner - 1);
+	arena_get_stats(t.a, &st);
+	before = st.pages_used;
+	ck_assert_uint_eq(arena_compact(t.a, table_migrate, &t), k_a);
+	ck_assert_uint_eq(t.spilled, 3);
+	arena_get_stats(t.a, &st);
+	ck_assert_uint_eq(st.pages_used, before - k_a);
+	arena_get_class_stats(t.a, cls);
+	ck_assert_uint_eq(cls[(cap_a - ARENA_MIN_OBJ) / ARENA_CLASS_DELTA].spans, 1);
+	ck_assert_uint_eq(cls[(cap_b - ARENA_MIN_OBJ) / ARENA_CLASS_DELTA].objs_used, n_b);
+	table_verify(&t);
+	check_invariants(&t);
+	/* Spilled objects are freed from the class they are in now. */
+	table_free_all(&t);
+	arena_get_stats(t.a, &st);
+	ck_assert_uint_eq(st.pages_used, 0);
+	arena_destroy(t.a);
+	free(t.o);
+
+	/* Never into a class much larger: small objects stay where they are. */
+	table_init(&t, arena_create(0), 64);
+	ck_assert_ptr_nonnull(t.a);
+	for (unsigned int i = 0; i < 3; i++)
+		ck_assert_int_eq(table_alloc(&t, i, 100), 0);
+	ck_assert_int_eq(table_alloc(&t, 3, 1000), 0);
+	for (unsigned int i = 0; i < 4; i++)
+		handles[i] = t.o[i].handle;
+	ck_assert_uint_eq(arena_compact(t.a, table_migrate, &t), 0);
+	for (unsigned int i = 0; i < 4; i++)
+		ck_assert_uint_eq(handles[i], t.o[i].handle);
+	table_verify(&t);
+	check_invariants(&t);
+	table_free_all(&t);
+	arena_destroy(t.a);
+	free(t.o);
+}
+END_TEST
+
 /* ---- concurrency -------------------------------------------------------- */
 
 #define STRIPES		64
@@ -974,6 +1056,7 @@ static Suite *arena_suite(void)
 	tcase_add_test(tc, test_limit);
 	tcase_add_test(tc, test_random_ops);
 	tcase_add_test(tc, test_compact);
+	tcase_add_test(tc, test_spill);
 	tcase_add_test(tc, test_concurrent);
 	tcase_add_test(tc, test_rss);
 	tcase_add_test(tc, test_rss_mlockall);

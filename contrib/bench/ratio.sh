@@ -3,7 +3,7 @@
 #
 # ratio.sh - memory ratio of kernel zram and zswapfs on the same data.
 #
-#   ratio.sh -c CORPUS [-a ALGORITHMS] [-Z ZSWAPFS] [-n] [-R] [-C]
+#   ratio.sh -c CORPUS [-a ALGORITHMS] [-Z ZSWAPFS] [-n] [-R] [-C] [-B] [-t THRESHOLD]
 #
 # Writes CORPUS (see mkcorpus) once into /dev/zram0 and once into a fresh zswapfs mount
 # (dd bs=1M oflag=direct), reads back orig_data_size, compr_data_size and mem_used_total
@@ -13,7 +13,10 @@
 # knows).  -n: zswapfs only.  zswapfs runs with recompress.enabled=false.
 # With lz4 in ALGORITHMS, the lz4 mount then gets `idle all` and `recompress type=idle`
 # (zstd), then `compact`, and the row "zswapfs lz4+zstd" (verified too).  -R: no such row;
-# -C: no compact before it.
+# -C: no compact before it.  -t: recompress.threshold of the mounts (default 128, the
+# daemon's default).  -B: after each zswapfs row, where mem_used_total goes beyond
+# the codec (class rounding, span tails, free places, from MNT/stats), and, next to the
+# lz4+zstd row, zstd page by page on the same corpus (./pageratio, make it first).
 # Needs root; zram0 must be unused (disksize 0).
 set -u
 
@@ -27,15 +30,17 @@ ZSWAPFS=$here/../../src/zswapfs
 DO_ZRAM=1
 DO_RECOMP=1
 DO_COMPACT=1
+DO_BREAKDOWN=
+THRESHOLD=128
 # how long a recompress pass or a compaction may take before the run fails
 WAIT_S=300
 
 usage() {
-	sed -n '4,17p' "$0" | sed 's/^# \{0,1\}//' >&2
+	sed -n '4,22p' "$0" | sed 's/^# \{0,1\}//' >&2
 	exit 2
 }
 
-while getopts c:a:Z:nRCh opt; do
+while getopts c:a:Z:t:nRCBh opt; do
 	case $opt in
 	c) CORPUS=$OPTARG ;;
 	a) ALGS=$OPTARG ;;
@@ -43,11 +48,17 @@ while getopts c:a:Z:nRCh opt; do
 	n) DO_ZRAM= ;;
 	R) DO_RECOMP= ;;
 	C) DO_COMPACT= ;;
+	B) DO_BREAKDOWN=1 ;;
+	t) THRESHOLD=$OPTARG ;;
 	*) usage ;;
 	esac
 done
 if [ -z "$CORPUS" ] || [ ! -r "$CORPUS" ]; then usage; fi
 [ "$(id -u)" = 0 ] || { echo "ratio: needs root" >&2; exit 2; }
+if [ -n "$DO_BREAKDOWN" ] && [ ! -x "$here/pageratio" ]; then
+	echo "ratio: -B needs $here/pageratio (make pageratio)" >&2
+	exit 2
+fi
 
 bench_init
 
@@ -102,6 +113,47 @@ run_zram() {
 }
 
 stat_of() { awk -v k="$1" '$1 == k { print $2 }' "$MNT/stats"; }
+
+# -B: mem_used_total = compr_data_size + class rounding + span tails + free places
+# (arena_class_bytes - compr_data_size, arena_tail_bytes, frag_bytes), in bytes and as
+# a share of mem_used_total; appended to the JSON row as "breakdown"
+BREAKDOWN_JSON=
+BREAKDOWN_LINE=
+breakdown() {	# label
+	local compr mem held tail frag
+	BREAKDOWN_JSON=
+	BREAKDOWN_LINE=
+	[ -n "$DO_BREAKDOWN" ] || return 0
+	compr=$(stat_of compr_data_size); mem=$(stat_of mem_used_total)
+	held=$(stat_of arena_class_bytes); tail=$(stat_of arena_tail_bytes)
+	frag=$(stat_of frag_bytes)
+	if [ -z "$held" ] || [ -z "$tail" ]; then
+		log "zswapfs: no arena_class_bytes/arena_tail_bytes in its stats; no breakdown"
+		return 0
+	fi
+	BREAKDOWN_LINE=$(awk -v l="$1" -v c="$compr" -v m="$mem" -v h="$held" -v t="$tail" -v f="$frag" 'BEGIN {
+		r = h - c; o = m - c - r - t - f
+		printf "breakdown %-17s mem_used_total %d = compr %d + round %d (%.2f%%)" \
+			" + tail %d (%.2f%%) + free %d (%.2f%%)%s\n", l, m, c, r, 100 * r / m,
+			t, 100 * t / m, f, 100 * f / m, o ? sprintf(" + ??? %d", o) : ""
+	}')
+	BREAKDOWN_JSON="\"breakdown\":{\"round\":$(( held - compr )),\"tail\":$tail,\"free\":$frag}"
+}
+
+# -B, next to the lz4+zstd row: zstd page by page and what idle recompression with the
+# daemon's threshold would keep, from ./pageratio on the same corpus
+reference() {
+	local out
+	[ -n "$DO_BREAKDOWN" ] || return 0
+	out=$("$here/pageratio" -c "$CORPUS" -T "$THRESHOLD" -j) || {
+		log "pageratio failed"; failed=1; return 1; }
+	awk -v mem="$(stat_of mem_used_total)" -v orig="$(stat_of orig_data_size)" '
+		/^(zstd|lz4\+zstd)/ { print "reference pageratio " $0 }
+		$1 == "zstd" { z = $2 }
+		END { if (z && mem) printf "reference lz4+zstd orig/mem %.4f is %.1f%% of zstd " \
+			"page by page (orig/compr %.4f)\n", orig / mem, 100 * orig / mem / z, z }
+	' <<< "$out"
+}
 
 # one command to MNT/control (one write: printf is a builtin)
 control() {
@@ -163,8 +215,12 @@ run_recompress() {
 		bytes_lz4 bytes_zstd; do
 		extra="$extra,\"$k\":$(stat_of $k)"
 	done
+	breakdown "zswapfs lz4+zstd"
+	extra="$extra${BREAKDOWN_JSON:+,$BREAKDOWN_JSON}"
 	report zswapfs lz4+zstd "$(stat_of orig_data_size)" "$(stat_of compr_data_size)" \
 		"$(stat_of mem_used_total)" "$(stat_of same_pages)" "$(stat_of huge_pages)" "$extra"
+	[ -z "$BREAKDOWN_LINE" ] || echo "$BREAKDOWN_LINE"
+	reference
 	verify "$MNT/swap"
 }
 
@@ -177,7 +233,7 @@ run_zswapfs() {
 	fi
 	# no background pass: the figures are the codec's alone (and the pass asked for in
 	# run_recompress is the only one)
-	if ! start_fuse "$ZSWAPFS" "$devsize" "algorithm=$alg,recompress.enabled=false"; then
+	if ! start_fuse "$ZSWAPFS" "$devsize" "algorithm=$alg,recompress.enabled=false,recompress.threshold=$THRESHOLD"; then
 		log "zswapfs did not come up: $(cat "$TMP/daemon.err")"
 		failed=1; teardown; return 1
 	fi
@@ -187,8 +243,11 @@ run_zswapfs() {
 		failed=1; teardown; return 1
 	fi
 	cp "$MNT/stats" "$TMP/stats.$alg"
+	breakdown "zswapfs $alg"
 	report zswapfs "$alg" "$(stat_of orig_data_size)" "$(stat_of compr_data_size)" \
-		"$(stat_of mem_used_total)" "$(stat_of same_pages)" "$(stat_of huge_pages)"
+		"$(stat_of mem_used_total)" "$(stat_of same_pages)" "$(stat_of huge_pages)" \
+		"$BREAKDOWN_JSON"
+	[ -z "$BREAKDOWN_LINE" ] || echo "$BREAKDOWN_LINE"
 	verify "$MNT/swap"
 	[ "$alg" = lz4 ] && [ -n "$DO_RECOMP" ] && run_recompress
 	teardown
