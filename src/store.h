@@ -134,7 +134,7 @@ void store_set_make_room(struct store *st, int (*fn)(void *arg), void *arg);
  */
 int store_discard(struct store *st, struct store_worker *w, uint64_t off, uint64_t len);
 
-/* What the recompression scan needs to know of a slot. */
+/* What the writeback and recompression scans need to know of a slot. */
 struct store_slot_info {
 	bool candidate;		/* in the arena, not yet tried with the recompress codec */
 	bool in_arena;
@@ -149,6 +149,22 @@ uint32_t store_now(const struct store *st);
 uint64_t store_nr_pages(const struct store *st);
 void store_slot_info(struct store *st, uint64_t idx, struct store_slot_info *info);
 
+/* Which pages a pass takes: writeback and recompression select alike. */
+struct store_filter {
+	uint32_t idle_before;	/* only pages with atime <= this */
+	bool huge_only;		/* only pages stored raw */
+};
+
+/*
+ * The one test of each kind of pass, on what store_slot_info() said (a
+ * scan, which may be stale) or on the slot under its lock (the store, when
+ * it stages or recompresses the page): a writeback candidate under f; a
+ * recompression candidate under f that can save threshold bytes.
+ */
+bool store_wb_eligible(const struct store_slot_info *info, const struct store_filter *f);
+bool store_recomp_eligible(const struct store_slot_info *info, const struct store_filter *f,
+			   size_t threshold);
+
 enum store_recomp_result {
 	STORE_RECOMP_DONE,		/* smaller result stored */
 	STORE_RECOMP_SKIPPED,		/* saved less than threshold: marked, not retried */
@@ -160,7 +176,7 @@ enum store_recomp_result {
 
 /*
  * Recompress page idx with the recompression codec (store_params) if it is
- * idle (atime <= idle_before) and, with huge_only, stored raw.  The new
+ * eligible (store_recomp_eligible() under f and threshold).  The new
  * result is kept only if it saves at least threshold bytes; a page that
  * does not improve is marked so that it is not tried again until it is
  * rewritten.  The slot lock is not held across compression: a page read,
@@ -168,8 +184,8 @@ enum store_recomp_result {
  * (STORE_RECOMP_RACED), and a read always gets the current data.
  */
 enum store_recomp_result store_recompress(struct store *st, struct store_worker *w,
-					  uint64_t idx, uint32_t idle_before, size_t threshold,
-					  bool huge_only);
+					  uint64_t idx, const struct store_filter *f,
+					  size_t threshold);
 
 /*
  * Writeback: moving objects to the backing file (store_params.backing).
@@ -191,20 +207,12 @@ struct store_wb_entry {
 	uint16_t len;
 };
 
-struct store_wb_filter {
-	uint32_t idle_before;	/* only pages with atime <= this */
-	bool huge_only;		/* only pages stored raw */
-};
-
-/* A slot described by info is a writeback candidate under filter f. */
-bool store_wb_eligible(const struct store_slot_info *info, const struct store_wb_filter *f);
-
 /*
  * Stage page idx if it is in the arena and passes f.  Returns 0 (staged, *e
  * filled), 1 (not eligible), or backing_append's error: -ENOSPC when the
  * open segment is full (flush, commit, then stage again).
  */
-int store_wb_stage_page(struct store *st, uint64_t idx, const struct store_wb_filter *f,
+int store_wb_stage_page(struct store *st, uint64_t idx, const struct store_filter *f,
 			struct store_wb_entry *e);
 /* Stage the object at backing location from (len bytes of data, read from
  * its segment) if slot idx still points to it.  Returns as above. */

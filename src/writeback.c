@@ -214,7 +214,7 @@ static int stage_or_flush(struct writeback *wb, struct writeback_result *res,
 
 struct page_arg {
 	uint64_t idx;
-	const struct store_wb_filter *f;
+	const struct store_filter *f;
 };
 
 static int stage_page(struct writeback *wb, const void *arg, struct store_wb_entry *e)
@@ -228,7 +228,7 @@ static int stage_page(struct writeback *wb, const void *arg, struct store_wb_ent
  * The access time at or below which at least goal bytes of eligible pages
  * lie (UINT32_MAX when all of them together hold less).
  */
-static uint32_t coldest_cutoff(struct writeback *wb, const struct store_wb_filter *f,
+static uint32_t coldest_cutoff(struct writeback *wb, const struct store_filter *f,
 			       uint64_t goal)
 {
 	uint64_t bytes[WB_BUCKETS] = { 0 }, sum = 0, nr = store_nr_pages(wb->st), idx;
@@ -252,7 +252,7 @@ static uint32_t coldest_cutoff(struct writeback *wb, const struct store_wb_filte
 int writeback_run(struct writeback *wb, const struct writeback_pass *p,
 		  struct writeback_result *res)
 {
-	struct store_wb_filter f = { .idle_before = p->idle_before, .huge_only = p->huge_only };
+	struct store_filter f = { .idle_before = p->idle_before, .huge_only = p->huge_only };
 	struct page_arg pa = { .f = &f };
 	uint64_t nr = store_nr_pages(wb->st);
 	int err = 0;

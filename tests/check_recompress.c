@@ -17,6 +17,9 @@
 #include "store.h"
 #include "testutil.h"
 
+/* Every page, whatever its age or size. */
+static const struct store_filter every_page = { .idle_before = UINT32_MAX };
+
 /* `noise` random bytes, then text that zstd packs better than lz4: the
  * noise sets the compressed size, the text the saving. */
 static void fill_page(unsigned char *p, size_t noise, uint64_t seed)
@@ -334,7 +337,7 @@ static void *aba_recompress(void *arg)
 	struct store_worker *w = make_worker(a->st);
 
 	while (!atomic_load(&a->stop)) {
-		switch (store_recompress(a->st, w, 0, UINT32_MAX, 16, false)) {
+		switch (store_recompress(a->st, w, 0, &every_page, 16)) {
 		case STORE_RECOMP_DONE:
 			atomic_fetch_add(&a->done, 1);
 			break;
