@@ -1470,6 +1470,12 @@ void arena_get_stats(struct arena *a, struct arena_stats *st)
 	st->desc_free_bytes = atomic_load_explicit(&a->desc_free_bytes, memory_order_relaxed);
 }
 
+uint64_t arena_used_bytes(struct arena *a, uint64_t *limit_bytes)
+{
+	*limit_bytes = atomic_load_explicit(&a->limit_bytes, memory_order_relaxed);
+	return atomic_load_explicit(&a->pages_used, memory_order_relaxed) * ARENA_PAGE_SIZE;
+}
+
 void arena_get_class_stats(struct arena *a, struct arena_class_stats *out)
 {
 	for (unsigned int ci = 0; ci < ARENA_NR_CLASSES; ci++) {

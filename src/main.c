@@ -590,8 +590,8 @@ int main(int argc, char **argv)
 	pcfg.compact_threshold = (unsigned int)cfg.compact_threshold;
 	pcfg.wb_auto = cfg.writeback_enabled;
 	pcfg.wb_idle_age = (uint32_t)cfg.writeback_idle_age;
-	pcfg.wb_high = (unsigned int)cfg.writeback_high_watermark;
-	pcfg.wb_low = (unsigned int)cfg.writeback_low_watermark;
+	pcfg.wb.high_watermark = (unsigned int)cfg.writeback_high_watermark;
+	pcfg.wb.low_watermark = (unsigned int)cfg.writeback_low_watermark;
 	pcfg.wb.daily_limit = cfg.writeback_daily_limit;
 	pcfg.wb.compact_threshold = (unsigned int)cfg.writeback_compact_threshold;
 	fs.policy = policy_start(st, &pcfg);

@@ -32,8 +32,7 @@ static bool stopped(const struct recompress_pass *p)
 
 /* Sort the eligible pages into buckets; the store re-checks each under the
  * slot lock, so what this sees may be stale without harm. */
-static void scan(struct store *st, const struct recompress_pass *p, const struct store_filter *f,
-		 struct buckets *b)
+static void scan(struct store *st, const struct recompress_pass *p, struct buckets *b)
 {
 	uint64_t i, nr = store_nr_pages(st);
 
@@ -44,7 +43,7 @@ static void scan(struct store *st, const struct recompress_pass *p, const struct
 		unsigned int k;
 
 		store_slot_info(st, i, &info);
-		if (!store_recomp_eligible(&info, f, p->threshold))
+		if (!store_recomp_eligible(&info, &p->sel, p->threshold))
 			continue;
 		k = info.huge ? RECOMP_NR_BUCKETS - 1 : info.size / RECOMP_BUCKET_BYTES;
 		if (b->n[k] == RECOMP_BUCKET_CAP) {
@@ -82,7 +81,6 @@ static bool budget_left(const struct recompress_pass *p, const struct recompress
 int recompress_run(struct store *st, struct store_worker *w, const struct recompress_pass *p,
 		   struct recompress_result *res)
 {
-	const struct store_filter f = { .idle_before = p->idle_before, .huge_only = p->huge_only };
 	struct timespec start;
 	struct buckets b;
 	unsigned int k;
@@ -99,12 +97,12 @@ int recompress_run(struct store *st, struct store_worker *w, const struct recomp
 	for (;;) {
 		uint64_t settled = res->recompressed + res->skipped;
 
-		scan(st, p, &f, &b);
+		scan(st, p, &b);
 		for (k = RECOMP_NR_BUCKETS; k-- > 0;) {
 			for (j = 0; j < b.n[k] && budget_left(p, res) && !stopped(p); j++) {
 				uint64_t idx = b.idx[(size_t)k * RECOMP_BUCKET_CAP + j];
 
-				switch (store_recompress(st, w, idx, &f, p->threshold)) {
+				switch (store_recompress(st, w, idx, &p->sel, p->threshold)) {
 				case STORE_RECOMP_DONE:
 					res->recompressed++;
 					break;

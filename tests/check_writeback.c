@@ -309,7 +309,7 @@ static void pass(struct env *e, uint32_t idle_before, bool huge_only, uint64_t g
 		 uint64_t max_pages, struct writeback_result *r)
 {
 	struct writeback_pass p = {
-		.idle_before = idle_before, .huge_only = huge_only,
+		.sel = { .idle_before = idle_before, .huge_only = huge_only },
 		.goal_bytes = goal, .max_pages = max_pages,
 	};
 
@@ -911,7 +911,7 @@ START_TEST(test_yield)
 	const uint64_t pages = 100;
 	struct env_opts o = { .pages = pages };
 	_Atomic bool urgent = true;
-	struct writeback_pass p = { .idle_before = UINT32_MAX, .yield = &urgent };
+	struct writeback_pass p = { .sel = every_page, .yield = &urgent };
 	struct writeback_result r;
 	struct env e;
 	uint64_t i;
@@ -1516,7 +1516,7 @@ static void *conc_writer(void *arg)
 	uint64_t x = 99, i = 0;
 
 	while (!atomic_load(&c->stop)) {
-		struct writeback_pass p = { .idle_before = UINT32_MAX, .stop = &c->stop };
+		struct writeback_pass p = { .sel = every_page, .stop = &c->stop };
 		struct writeback_result r;
 
 		switch (i++ % 5) {
@@ -1527,7 +1527,7 @@ static void *conc_writer(void *arg)
 			p.goal_bytes = 64 * 1024;
 			break;
 		case 2:
-			p.huge_only = true;
+			p.sel.huge_only = true;
 			break;
 		case 3:
 			c->compacted += writeback_compact(e->wb, 2, &c->stop);
@@ -1645,7 +1645,7 @@ struct room {
 static int room_hook(void *arg)
 {
 	struct room *rm = arg;
-	struct writeback_pass p = { .idle_before = UINT32_MAX, .goal_bytes = 32 * PG };
+	struct writeback_pass p = { .sel = every_page, .goal_bytes = 32 * PG };
 	struct writeback_result r;
 
 	rm->calls++;
