@@ -39,7 +39,9 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#define ARENA_PAGE_SIZE		4096u
+#include "page.h"
+
+#define ARENA_PAGE_SIZE		ZS_PAGE_SIZE	/* page.h */
 #define ARENA_MAX_OBJ		ARENA_PAGE_SIZE	/* largest object */
 #define ARENA_CLASS_DELTA	16u		/* size class granularity */
 #define ARENA_MIN_OBJ		32u		/* smallest class */

@@ -13,6 +13,7 @@
 #include "codec.h"
 #include "config.h"
 #include "harden.h"
+#include "page.h"
 
 enum setting_type {
 	SETTING_SIZE,		/* bytes, K/M/G suffixes, maybe % of RAM */
@@ -58,7 +59,7 @@ static const struct {
 
 /* Adding a setting is one line here and a field in struct zs_config. */
 static const struct setting settings[] = {
-	{ "size", SETTING_SIZE, 4096, INT64_C(1) << 44, true, NULL, OFF(size),
+	{ "size", SETTING_SIZE, ZS_PAGE_SIZE, INT64_C(1) << 44, true, NULL, OFF(size),
 	  "size of the swap file (default: half of RAM, at most 4G)" },
 	{ "algorithm", SETTING_CODEC, 0, 0, false, "lz4", OFF(algorithm),
 	  "compression algorithm for pages" },
@@ -104,7 +105,7 @@ static const struct setting settings[] = {
 	/* Less than a class step (16 bytes) frees nothing; zstd saves ~560 bytes
 	 * a page over lz4 on real memory, so 128 only skips pages that barely
 	 * change. */
-	{ "recompress.threshold", SETTING_SIZE, 16, 4096, false, "128",
+	{ "recompress.threshold", SETTING_SIZE, 16, ZS_PAGE_SIZE, false, "128",
 	  OFF(recompress_threshold), "least bytes a page must save to keep the new result" },
 	/* zstd-3 costs ~20 us a page: 2000 pages a second is ~4% of one CPU. */
 	{ "recompress.rate", SETTING_INT, 0, 1000000, false, "2000", OFF(recompress_rate),
@@ -188,7 +189,7 @@ int config_parse_size(const char *text, bool pct_ok, uint64_t *out)
 		if (!pct_ok || end[1] || v == 0 || v > 100)
 			return -EINVAL;
 		*out = ram_bytes() / 100 * v;
-		*out &= ~(uint64_t)4095;
+		*out &= ~(uint64_t)(ZS_PAGE_SIZE - 1);
 		return 0;
 	}
 	switch (toupper((unsigned char)*end)) {
@@ -307,9 +308,9 @@ static int setting_apply(const struct setting *s, struct zs_config *cfg, const c
 				 where, s->name, value, s->min, s->max);
 			return -EINVAL;
 		}
-		if (s->offset == OFF(size) && size % 4096) {
-			snprintf(errbuf, errlen, "%s: %s: %s is not a multiple of 4096 (a page)",
-				 where, s->name, value);
+		if (s->offset == OFF(size) && size % ZS_PAGE_SIZE) {
+			snprintf(errbuf, errlen, "%s: %s: %s is not a multiple of %u (a page)",
+				 where, s->name, value, ZS_PAGE_SIZE);
 			return -EINVAL;
 		}
 		memcpy(field, &size, sizeof(size));
@@ -412,7 +413,7 @@ void config_defaults(struct zs_config *cfg)
 				      sizeof(err));
 	/* As zram-generator: half of RAM, capped at 4 GiB. */
 	cfg->size = half < (UINT64_C(4) << 30) ? half : (UINT64_C(4) << 30);
-	cfg->size &= ~(uint64_t)4095;
+	cfg->size &= ~(uint64_t)(ZS_PAGE_SIZE - 1);
 	if (!cfg->size)
 		cfg->size = UINT64_C(1) << 30;
 }

@@ -7,6 +7,7 @@
 
 #include "config.h"
 #include "control.h"
+#include "page.h"
 #include "policy.h"
 
 #define CONTROL_MAX_LEN		256
@@ -96,7 +97,7 @@ static int parse_recompress(int argc, char **argv, struct control_req *req)
 		} else if ((v = arg_value(argv[i], "threshold")) && !seen_threshold) {
 			uint64_t bytes;
 
-			if (config_parse_size(v, false, &bytes) || bytes == 0 || bytes >= 4096)
+			if (config_parse_size(v, false, &bytes) || bytes == 0 || bytes >= ZS_PAGE_SIZE)
 				return -EINVAL;
 			req->recomp.threshold = (size_t)bytes;
 			seen_threshold = true;

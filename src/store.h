@@ -30,12 +30,16 @@
 
 #include "arena.h"
 #include "codec.h"
+#include "page.h"
 
 struct backing;
 struct backing_reader;
 
-#define STORE_PAGE_SIZE		4096u
-#define STORE_PAGE_SHIFT	12
+#define STORE_PAGE_SIZE		ZS_PAGE_SIZE	/* page.h */
+#define STORE_PAGE_SHIFT	ZS_PAGE_SHIFT
+/* A page decompresses into the codecs' unit and is stored in arena pages. */
+_Static_assert(STORE_PAGE_SIZE == CODEC_PAGE_SIZE && STORE_PAGE_SIZE == ARENA_PAGE_SIZE,
+	       "one page size: page.h");
 /*
  * Pages that do not compress below this (13/16 of a page) are stored raw:
  * decompressing them would cost time and save little.  Measured with
