@@ -71,7 +71,8 @@
  * at most one empty chunk.  In reserve mode neither happens on the request
  * path: see arena.h.
  *
- * Locking.  Lock order: cls->lock -> a->refill_lock -> a->page_lock.
+ * Locking.  Lock order: cls->lock -> a->refill_lock -> a->page_lock (the
+ * daemon's whole order is in store.h).
  *   cls->lock guards the class's groups, its span descriptors and counters;
  *	it is held across the migrate callback in compaction.
  *   a->refill_lock makes refills and trims one at a time (they change
@@ -85,9 +86,10 @@
  *	read under it, for a live handle of that class).
  *   Directory pointers are C11 atomics, written under page_lock and read
  *	by arena_map() without any lock.
- * Callers hold their own lock (the store's slot lock) around arena_alloc()
- * and arena_free(), so the migrate callback, which runs under cls->lock,
- * may only try-lock it.
+ * Callers may hold their own lock around arena_alloc() (the store does for
+ * partial pages and promotion: its slot lock), so the migrate callback,
+ * which runs under cls->lock and takes the owner's lock, may only try-lock
+ * it.
  */
 #ifndef _GNU_SOURCE
 #define _GNU_SOURCE

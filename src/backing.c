@@ -51,6 +51,8 @@
  * who changes b->buf or moves b->used) is the thread doing them, while
  * readers only copy bytes below b->used.  Reads of written segments take
  * the lock only to learn the sequence and that the object is not in b->buf.
+ * Callers hold a slot lock around backing_read() and backing_append(): the
+ * daemon's lock order is in store.h.
  */
 #ifndef _GNU_SOURCE
 #define _GNU_SOURCE

@@ -45,7 +45,7 @@ struct policy {
 	pthread_t tid;
 	_Atomic bool stop;
 
-	pthread_mutex_t lock;
+	pthread_mutex_t lock;		/* a leaf (lock order: store.h) */
 	pthread_cond_t wake;
 	pthread_cond_t room_cond;	/* make-room answers */
 	/* protected by lock */

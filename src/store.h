@@ -16,9 +16,41 @@
  * under the slot lock, so two partial writes to one page cannot lose each
  * other's bytes; swap never issues them, so their cost does not matter.
  *
- * Lock order: slot lock (striped mutexes) -> arena class lock -> arena page
- * lock; store->counters_lock is a leaf.  arena_compact calls back into the
- * store with a class lock held and therefore only try-locks slots.
+ * Lock order, for the whole daemon (every other file points here).  A lock
+ * may be taken while holding only locks above it:
+ *
+ *   slot stripe		store.c: slot_locks[idx % STORE_LOCK_STRIPES]
+ *     -> arena class lock	arena.c: cls->lock (arena_alloc under a slot
+ *				lock: partial pages, promotion)
+ *       -> arena refill_lock	arena.c: refills and trims, one at a time;
+ *				held across mmap/mlock, so taken under a class
+ *				lock only outside reserve mode
+ *         -> arena page_lock	arena.c: chunks, the descriptor pool
+ *     -> backing lock		backing.c: b->lock, through backing_read()
+ *				and backing_append() under a slot lock
+ *     -> counters_lock		store.c: the stats counters
+ *   writeback lock		writeback.c: wb->lock, its stats and budget
+ *   policy lock		policy.c: pol->lock, its queue and make-room
+ *   log ring lock		log.c: ring.lock
+ *
+ * The last four and counters_lock are leaves: nothing is taken under them
+ * (policy.lock only signals condition variables).  What else holds up a
+ * lock holder, without being a lock:
+ *   - a slot stripe is held across a backing-file pread (a read of a
+ *     written-back page, store.c: backing_load_locked), and across sealing
+ *     or opening an object (a seal context, seal.h, belongs to one thread:
+ *     the writer's to the writeback thread, a reader's to its
+ *     store_worker; neither waits for anyone);
+ *   - b->lock is never held across I/O or sealing (backing.c, Locking);
+ *     dead segments found by a request thread are only marked, and the
+ *     policy thread punches them with no lock held (backing_reap(), the
+ *     deferred punch);
+ *   - the reserve's low hook (reserve.c) runs under an arena lock on a
+ *     request thread and only writes an eventfd; the reserve thread takes
+ *     refill_lock -> page_lock, and never a slot or class lock.
+ * Against the order: arena_compact() calls the store back (store_migrate)
+ * with a class lock held, so it only try-locks the slot, and skips the
+ * object when that fails.  arena_free() is called with no slot lock held.
  */
 #ifndef ZSWAPFS_STORE_H
 #define ZSWAPFS_STORE_H

@@ -32,7 +32,8 @@ struct writeback {
 	void *segbuf;			/* a whole segment, for compaction */
 	struct backing_reader *reader;	/* to open its objects */
 
-	pthread_mutex_t lock;		/* guards the fields below, for stats readers */
+	pthread_mutex_t lock;		/* guards the fields below, for stats readers;
+					 * a leaf (lock order: store.h) */
 	struct writeback_stats stats;
 	/* The daily budget: refilled at daily_limit / DAY_S bytes a second. */
 	struct timespec refilled;
