@@ -89,7 +89,8 @@
  * Callers may hold their own lock around arena_alloc() (the store does for
  * partial pages and promotion: its slot lock), so the migrate callback,
  * which runs under cls->lock and takes the owner's lock, may only try-lock
- * it. *
+ * it.
+ *
  * Files: this one has classes, spans, handles and compaction; the memory
  * under them (chunks, the page allocator, the descriptor pool, refill and
  * trim) is arena_pages.c; both share arena_internal.h.
