@@ -1,15 +1,10 @@
 /* SPDX-License-Identifier: GPL-2.0-or-later */
 /*
- * arena_pages: the arena's memory (see the top of arena.c): chunks mapped,
- * populated and locked, handed out to spans as runs of pages; the pool of
- * span descriptors; and refill and trim, which keep the reserve of free
- * resident pages (arena.h) filled from the reserve thread or, outside
- * reserve mode, from the allocating thread.
+ * arena_pages: the memory under the arena's classes (arena_pages.h).
  */
 #ifndef _GNU_SOURCE
 #define _GNU_SOURCE
 #endif
-#include "arena.h"
 
 #include <assert.h>
 #include <errno.h>
@@ -18,7 +13,8 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
-#include "arena_internal.h"
+
+#include "arena_pages.h"
 
 /* ---- page allocator (a->page_lock held unless said) ------------------------ */
 
@@ -82,7 +78,7 @@ static unsigned int chunk_max_run(const struct chunk *c)
 	return best;
 }
 
-static void chunk_count_holes(struct arena *a, struct chunk *c)
+static void chunk_count_holes(struct arena_mem *a, struct chunk *c)
 {
 	unsigned int n = 0;
 
@@ -96,7 +92,7 @@ static void chunk_count_holes(struct arena *a, struct chunk *c)
 	c->nr_holes = n;
 }
 
-static void chunk_update_fit(struct arena *a, struct chunk *c)
+static void chunk_update_fit(struct arena_mem *a, struct chunk *c)
 {
 	struct chunk_block *b = atomic_load_explicit(&a->dir[c->index / BLOCK_CHUNKS],
 						     memory_order_relaxed);
@@ -113,7 +109,7 @@ static inline struct chunk *block_chunk(struct chunk_block *b, unsigned int n)
 }
 
 /* Lowest chunk with an available run of k pages. */
-static struct chunk *chunk_find_fit(struct arena *a, unsigned int k)
+static struct chunk *chunk_find_fit(struct arena_mem *a, unsigned int k)
 {
 	for (uint32_t bi = 0; bi < a->nr_blocks; bi++) {
 		struct chunk_block *b = atomic_load_explicit(&a->dir[bi], memory_order_relaxed);
@@ -129,14 +125,14 @@ static struct chunk *chunk_find_fit(struct arena *a, unsigned int k)
  * Take a run of k available pages for a span.  -ENOSPC past the limit,
  * -EAGAIN when no chunk has such a run: the reserve is dry.
  */
-int arena_pages_take(struct arena *a, unsigned int k, struct chunk **cp, unsigned int *first)
+int arena_pages_take(struct arena_mem *a, unsigned int k, struct chunk **cp, unsigned int *first)
 {
 	uint64_t limit = atomic_load_explicit(&a->limit_bytes, memory_order_relaxed);
 	uint64_t used = atomic_load_explicit(&a->pages_used, memory_order_relaxed);
 	struct chunk *c;
 	int p;
 
-	if (limit && used + k > limit / ARENA_PAGE_SIZE)
+	if (limit && used + k > limit / ZS_PAGE_SIZE)
 		return -ENOSPC;
 	c = chunk_find_fit(a, k);
 	if (!c)
@@ -163,7 +159,7 @@ int arena_pages_take(struct arena *a, unsigned int k, struct chunk **cp, unsigne
 }
 
 /* The pages stay resident: they go back to the reserve. */
-void arena_pages_free(struct arena *a, struct chunk *c, unsigned int first, unsigned int k)
+void arena_pages_free(struct arena_mem *a, struct chunk *c, unsigned int first, unsigned int k)
 {
 	for (unsigned int i = first; i < first + k; i++) {
 		assert(bit_test(c->used, i) && bit_test(c->resident, i));
@@ -180,13 +176,12 @@ void arena_pages_free(struct arena *a, struct chunk *c, unsigned int first, unsi
 
 /* ---- the descriptor pool (a->page_lock held) ------------------------------ */
 
-struct span *arena_desc_take(struct arena *a, const struct arena_class *cls)
+void *arena_desc_take(struct arena_mem *a, unsigned int b, uint32_t size)
 {
-	unsigned int b = cls->desc_bucket;
-	struct span *s = a->desc_free[b];
+	struct desc_node *s = a->desc_free[b];
 
 	if (!s) {
-		unsigned int n = ARENA_PAGE_SIZE / cls->desc_size;
+		unsigned int n = ZS_PAGE_SIZE / size;
 		char *page = a->desc_pages;
 
 		if (!page)
@@ -195,37 +190,39 @@ struct span *arena_desc_take(struct arena *a, const struct arena_class *cls)
 		a->nr_desc_pages--;
 		/* The whole page in descriptors of this size; the tail stays unused. */
 		for (unsigned int i = n; i-- > 0;) {
-			struct span *d = (struct span *)(void *)(page + (size_t)i * cls->desc_size);
+			struct desc_node *d = (struct desc_node *)(void *)(page + (size_t)i * size);
 
 			d->next = a->desc_free[b];
 			a->desc_free[b] = d;
 		}
-		a->desc_free_bytes += (uint64_t)n * cls->desc_size;
+		a->desc_free_bytes += (uint64_t)n * size;
 		s = a->desc_free[b];
 	}
 	a->desc_free[b] = s->next;
-	a->desc_free_bytes -= cls->desc_size;
-	a->desc_used_bytes += cls->desc_size;
+	a->desc_free_bytes -= size;
+	a->desc_used_bytes += size;
 	return s;
 }
 
-void arena_desc_put(struct arena *a, const struct arena_class *cls, struct span *s)
+void arena_desc_put(struct arena_mem *a, unsigned int b, uint32_t size, void *desc)
 {
-	s->next = a->desc_free[cls->desc_bucket];
-	a->desc_free[cls->desc_bucket] = s;
-	a->desc_free_bytes += cls->desc_size;
-	a->desc_used_bytes -= cls->desc_size;
+	struct desc_node *s = desc;
+
+	s->next = a->desc_free[b];
+	a->desc_free[b] = s;
+	a->desc_free_bytes += size;
+	a->desc_used_bytes -= size;
 }
 
 /* Free descriptor pages a reserve of `pages` pages should come with. */
-static uint64_t desc_pages_wanted(const struct arena *a, uint64_t pages)
+static uint64_t desc_pages_wanted(const struct arena_mem *a, uint64_t pages)
 {
 	uint64_t used = atomic_load_explicit(&a->pages_used, memory_order_relaxed);
 	uint64_t per_page = DESC_PER_PAGE_MIN;
 
 	if (used && 2 * a->desc_used_bytes / used > per_page)
 		per_page = 2 * a->desc_used_bytes / used;
-	return DESC_MIN_PAGES + (pages * per_page + ARENA_PAGE_SIZE - 1) / ARENA_PAGE_SIZE;
+	return DESC_MIN_PAGES + (pages * per_page + ZS_PAGE_SIZE - 1) / ZS_PAGE_SIZE;
 }
 
 /*
@@ -233,7 +230,7 @@ static uint64_t desc_pages_wanted(const struct arena *a, uint64_t pages)
  * longest span: time to wake the refiller, so that it runs while three
  * quarters are left.
  */
-bool arena_reserve_low(struct arena *a)
+bool arena_reserve_low(struct arena_mem *a)
 {
 	uint64_t target = atomic_load_explicit(&a->reserve_target, memory_order_relaxed);
 
@@ -249,7 +246,7 @@ static bool range_resident(void *addr, unsigned int pages)
 	unsigned char vec[CHUNK_PAGES];
 
 	assert(pages <= CHUNK_PAGES);
-	if (mincore(addr, (size_t)pages * ARENA_PAGE_SIZE, vec))
+	if (mincore(addr, (size_t)pages * ZS_PAGE_SIZE, vec))
 		return false;
 	for (unsigned int i = 0; i < pages; i++)
 		if (!(vec[i] & 1))
@@ -266,7 +263,7 @@ static bool range_resident(void *addr, unsigned int pages)
  */
 static void *map_resident(unsigned int pages, bool *locked)
 {
-	size_t len = (size_t)pages * ARENA_PAGE_SIZE;
+	size_t len = (size_t)pages * ZS_PAGE_SIZE;
 	void *p = mmap(NULL, len, PROT_READ | PROT_WRITE,
 		       MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE | MAP_POPULATE, -1, 0);
 
@@ -281,7 +278,7 @@ static void *map_resident(unsigned int pages, bool *locked)
 }
 
 /* A free directory index.  -ENOSPC: every block is full. */
-static int chunk_index_find(struct arena *a, uint32_t *index)
+static int chunk_index_find(struct arena_mem *a, uint32_t *index)
 {
 	for (uint32_t bi = 0; bi < a->nr_blocks; bi++) {
 		struct chunk_block *b = atomic_load_explicit(&a->dir[bi], memory_order_relaxed);
@@ -297,7 +294,7 @@ static int chunk_index_find(struct arena *a, uint32_t *index)
 	return -ENOSPC;
 }
 
-static void chunk_insert(struct arena *a, struct chunk *c, uint32_t index)
+static void chunk_insert(struct arena_mem *a, struct chunk *c, uint32_t index)
 {
 	struct chunk_block *b = atomic_load_explicit(&a->dir[index / BLOCK_CHUNKS],
 						     memory_order_relaxed);
@@ -312,7 +309,7 @@ static void chunk_insert(struct arena *a, struct chunk *c, uint32_t index)
 }
 
 /* Take an empty chunk out; the caller unmaps it once page_lock is dropped. */
-static void chunk_remove(struct arena *a, struct chunk *c)
+static void chunk_remove(struct arena_mem *a, struct chunk *c)
 {
 	struct chunk_block *b = atomic_load_explicit(&a->dir[c->index / BLOCK_CHUNKS],
 						     memory_order_relaxed);
@@ -329,14 +326,14 @@ static void chunk_remove(struct arena *a, struct chunk *c)
 	atomic_fetch_sub_explicit(&a->pages_mapped, CHUNK_PAGES, memory_order_relaxed);
 }
 
-static void count_refill(struct arena *a, uint64_t pages)
+static void count_refill(struct arena_mem *a, uint64_t pages)
 {
 	atomic_fetch_add_explicit(&a->refills, 1, memory_order_relaxed);
 	atomic_fetch_add_explicit(&a->refill_pages, pages, memory_order_relaxed);
 }
 
 /* Map a new chunk and add it. */
-static int refill_chunk(struct arena *a)
+static int refill_chunk(struct arena_mem *a)
 {
 	struct chunk_block *nb = NULL;
 	struct chunk *c = calloc(1, sizeof(*c));
@@ -376,7 +373,7 @@ out_free:
 }
 
 /* Lowest run of released pages (at most a chunk's), or NULL. */
-static struct chunk *released_run_find(struct arena *a, unsigned int *lo, unsigned int *hi)
+static struct chunk *released_run_find(struct arena_mem *a, unsigned int *lo, unsigned int *hi)
 {
 	for (uint32_t bi = 0; bi < a->nr_blocks; bi++) {
 		struct chunk_block *b = atomic_load_explicit(&a->dir[bi], memory_order_relaxed);
@@ -403,17 +400,17 @@ static struct chunk *released_run_find(struct arena *a, unsigned int *lo, unsign
 }
 
 /* Make released run [lo, hi) of c resident and locked again, and add it. */
-static int refill_run(struct arena *a, struct chunk *c, unsigned int lo, unsigned int hi)
+static int refill_run(struct arena_mem *a, struct chunk *c, unsigned int lo, unsigned int hi)
 {
-	char *addr = c->base + (size_t)lo * ARENA_PAGE_SIZE;
-	size_t len = (size_t)(hi - lo) * ARENA_PAGE_SIZE;
+	char *addr = c->base + (size_t)lo * ZS_PAGE_SIZE;
+	size_t len = (size_t)(hi - lo) * ZS_PAGE_SIZE;
 
 	if (c->locked) {
 		if (mlock(addr, len))
 			return -ENOMEM;
 	} else {
 		/* Could not be locked when it was mapped: fault it in at least. */
-		for (size_t off = 0; off < len; off += ARENA_PAGE_SIZE)
+		for (size_t off = 0; off < len; off += ZS_PAGE_SIZE)
 			((volatile char *)addr)[off] = 0;
 	}
 	pthread_mutex_lock(&a->page_lock);
@@ -431,7 +428,7 @@ static int refill_run(struct arena *a, struct chunk *c, unsigned int lo, unsigne
 }
 
 /* Map a block of descriptor pages and add them to the pool. */
-static int refill_desc(struct arena *a)
+static int refill_desc(struct arena_mem *a)
 {
 	struct desc_block *blk = malloc(sizeof(*blk));
 	bool locked;
@@ -447,20 +444,20 @@ static int refill_desc(struct arena *a)
 	a->desc_blocks = blk;
 	pthread_mutex_lock(&a->page_lock);
 	for (unsigned int i = DESC_BLOCK_PAGES; i-- > 0;) {
-		void **page = (void **)((char *)blk->base + (size_t)i * ARENA_PAGE_SIZE);
+		void **page = (void **)((char *)blk->base + (size_t)i * ZS_PAGE_SIZE);
 
 		*page = a->desc_pages;
 		a->desc_pages = page;
 	}
 	a->nr_desc_pages += DESC_BLOCK_PAGES;
 	pthread_mutex_unlock(&a->page_lock);
-	atomic_fetch_add_explicit(&a->desc_bytes, (uint64_t)DESC_BLOCK_PAGES * ARENA_PAGE_SIZE,
+	atomic_fetch_add_explicit(&a->desc_bytes, (uint64_t)DESC_BLOCK_PAGES * ZS_PAGE_SIZE,
 				  memory_order_relaxed);
 	count_refill(a, DESC_BLOCK_PAGES);
 	return 0;
 }
 
-int arena_refill_locked(struct arena *a, uint64_t pages)
+int arena_refill_locked(struct arena_mem *a, uint64_t pages)
 {
 	int err = 0;
 
@@ -491,7 +488,7 @@ int arena_refill_locked(struct arena *a, uint64_t pages)
  * The highest available run of c, at most max pages long, that the hole
  * budget allows releasing; *budget_hit is set when it stopped one.
  */
-static bool trim_run_find(struct arena *a, struct chunk *c, uint64_t max, unsigned int *lo,
+static bool trim_run_find(struct arena_mem *a, struct chunk *c, uint64_t max, unsigned int *lo,
 			  unsigned int *hi, bool *budget_hit)
 {
 	unsigned int p = CHUNK_PAGES;
@@ -523,7 +520,7 @@ static bool trim_run_find(struct arena *a, struct chunk *c, uint64_t max, unsign
  * than low are resident.  Returns pages given back; *ok is false when the
  * kernel or the hole budget refused something.
  */
-uint64_t arena_trim_locked(struct arena *a, uint64_t high, uint64_t low, uint32_t keep_empty,
+uint64_t arena_trim_locked(struct arena_mem *a, uint64_t high, uint64_t low, uint32_t keep_empty,
 			    bool *ok)
 {
 	uint64_t freed = 0;
@@ -599,10 +596,10 @@ uint64_t arena_trim_locked(struct arena *a, uint64_t high, uint64_t low, uint32_
 		/* Pages locked by mlockall(MCL_CURRENT) make DONTNEED fail even in
 		 * unlocked chunks.  On failure the run stays released: a refill
 		 * locks it again before any span uses it. */
-		munlock(c->base + (size_t)lo * ARENA_PAGE_SIZE,
-			(size_t)(hi - lo) * ARENA_PAGE_SIZE);
-		if (madvise(c->base + (size_t)lo * ARENA_PAGE_SIZE,
-			    (size_t)(hi - lo) * ARENA_PAGE_SIZE, MADV_DONTNEED)) {
+		munlock(c->base + (size_t)lo * ZS_PAGE_SIZE,
+			(size_t)(hi - lo) * ZS_PAGE_SIZE);
+		if (madvise(c->base + (size_t)lo * ZS_PAGE_SIZE,
+			    (size_t)(hi - lo) * ZS_PAGE_SIZE, MADV_DONTNEED)) {
 			*ok = false;
 			break;
 		}
@@ -619,7 +616,7 @@ uint64_t arena_trim_locked(struct arena *a, uint64_t high, uint64_t low, uint32_
  * 16) free resident pages, down to half that, keeping one empty chunk.
  * Called with a class lock held (lock order: cls -> refill -> page).
  */
-void arena_trim_inline(struct arena *a)
+void arena_trim_inline(struct arena_mem *a)
 {
 	uint64_t used = atomic_load_explicit(&a->pages_used, memory_order_relaxed);
 	uint64_t keep = used / RESIDENT_DIV > RESIDENT_MIN ? used / RESIDENT_DIV : RESIDENT_MIN;
@@ -637,39 +634,4 @@ void arena_trim_inline(struct arena *a)
 	a->trim_floor = ok ? 0 : free_resident(a) + keep;
 	pthread_mutex_unlock(&a->page_lock);
 	pthread_mutex_unlock(&a->refill_lock);
-}
-
-/* ---- the reserve ---------------------------------------------------------- */
-
-void arena_set_reserve_mode(struct arena *a, void (*low)(void *arg), void *arg)
-{
-	a->low_hook = low;
-	a->low_arg = arg;
-	a->reserve_mode = true;
-}
-
-void arena_set_reserve_target(struct arena *a, uint64_t pages)
-{
-	atomic_store_explicit(&a->reserve_target, pages, memory_order_relaxed);
-}
-
-int arena_refill(struct arena *a, uint64_t pages)
-{
-	int err;
-
-	pthread_mutex_lock(&a->refill_lock);
-	err = arena_refill_locked(a, pages);
-	pthread_mutex_unlock(&a->refill_lock);
-	return err;
-}
-
-uint64_t arena_trim(struct arena *a, uint64_t high, uint64_t low)
-{
-	uint64_t freed;
-	bool ok;
-
-	pthread_mutex_lock(&a->refill_lock);
-	freed = arena_trim_locked(a, high, low, UINT32_MAX, &ok);
-	pthread_mutex_unlock(&a->refill_lock);
-	return freed;
 }

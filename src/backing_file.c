@@ -14,6 +14,7 @@
 #include <limits.h>
 #include <stdarg.h>
 #include <stdbool.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -23,7 +24,6 @@
 #include <sys/sysmacros.h>
 #include <unistd.h>
 
-#include "backing.h"
 #include "backing_file.h"
 
 /* The file header's first bytes: `head -1` says what the file is. */

@@ -1,12 +1,18 @@
 /* SPDX-License-Identifier: GPL-2.0-or-later */
 /*
- * backing_file: opening the backing file safely and writing its header
- * (backing_file.c); for backing.c only.
+ * backing_file: the backing file as a file (backing_file.c): its geometry
+ * and header, which backing.h hands on to its users, and opening it
+ * safely, for backing.c only.
  */
 #ifndef ZSWAPFS_BACKING_FILE_H
 #define ZSWAPFS_BACKING_FILE_H
 
 #include <stddef.h>
+
+#define BACKING_SEG_SIZE	(1u << 20)
+#define BACKING_ALIGN		4096u		/* O_DIRECT: buffers, offsets, sizes */
+#define BACKING_FILE_HDR_SIZE	BACKING_ALIGN	/* the file's header: segment 0's first block */
+#define BACKING_FILE_VERSION	1u
 
 /*
  * Open path as a backing file: every check of backing_open (backing.h)

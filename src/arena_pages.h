@@ -1,26 +1,29 @@
 /* SPDX-License-Identifier: GPL-2.0-or-later */
 /*
- * arena_internal: what arena.c (classes, spans, handles, compaction) and
- * arena_pages.c (chunks, the page allocator, the descriptor pool, refill
- * and trim: the reserve) share.  Not for other modules: arena.h is the
- * contract.  The layout and the locking are described at the top of
- * arena.c.
+ * arena_pages: the memory under the arena's size classes (arena.c): chunks
+ * mapped, populated and locked, handed out to spans as runs of pages; the
+ * pool of span descriptors; and refill and trim, which keep the reserve of
+ * free resident pages (arena.h) filled.  For arena.c only; the layout and
+ * the locking are described at its top (page_lock and refill_lock are
+ * these).  Each function is described where it is defined.
  */
-#ifndef ZSWAPFS_ARENA_INTERNAL_H
-#define ZSWAPFS_ARENA_INTERNAL_H
+#ifndef ZSWAPFS_ARENA_PAGES_H
+#define ZSWAPFS_ARENA_PAGES_H
 
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdbool.h>
 #include <stdint.h>
 
-#include "arena.h"
+#include "page.h"
+
+struct span;
 
 #define CHUNK_SIZE		(2u << 20)
-#define CHUNK_PAGES		(CHUNK_SIZE / ARENA_PAGE_SIZE)
+#define CHUNK_PAGES		(CHUNK_SIZE / ZS_PAGE_SIZE)
 #define CHUNK_WORDS		(CHUNK_PAGES / 64)
+/* The longest run of pages a span takes. */
 #define SPAN_MAX_PAGES		8u
-#define SPAN_MAX_OBJS		(SPAN_MAX_PAGES * ARENA_PAGE_SIZE / ARENA_MIN_OBJ)
 
 /* Directory: DIR_BLOCKS blocks of BLOCK_CHUNKS chunks, 2 TiB in all. */
 #define BLOCK_CHUNKS		1024u
@@ -28,33 +31,13 @@
 #define DIR_BLOCKS		1024u
 #define MAX_CHUNKS		(DIR_BLOCKS * BLOCK_CHUNKS)
 
-#define H_OBJ_BITS		10
-#define H_PAGE_BITS		9
-#define H_CLASS_BITS		8
-#define H_CHUNK_BITS		20
-#define H_PAGE_SHIFT		H_OBJ_BITS
-#define H_CLASS_SHIFT		(H_PAGE_SHIFT + H_PAGE_BITS)
-#define H_CHUNK_SHIFT		(H_CLASS_SHIFT + H_CLASS_BITS)
-#define H_TAG			(1ull << 63)
-
-_Static_assert(SPAN_MAX_OBJS <= (1u << H_OBJ_BITS), "object index bits");
-_Static_assert(CHUNK_PAGES <= (1u << H_PAGE_BITS), "page index bits");
-_Static_assert(ARENA_NR_CLASSES <= (1u << H_CLASS_BITS), "class bits");
-_Static_assert(MAX_CHUNKS <= (1u << H_CHUNK_BITS), "chunk index bits");
-_Static_assert(H_CHUNK_SHIFT + H_CHUNK_BITS < 63, "handle tag");
-_Static_assert(SPAN_MAX_OBJS <= UINT16_MAX, "free stack entries are uint16_t");
-
-/* Partly used spans are kept in NR_GROUPS lists by fill ratio. */
-#define NR_GROUPS		10u
-#define GROUP_NONE		0xffu	/* full, or isolated by compaction */
-
 /*
  * Span descriptors: sizes rounded up to DESC_ALIGN, one free list per
  * rounded size.  They run from 56 bytes (one object per span) to 1.6 KiB
  * (class 32: 128 objects in a page).
  */
 #define DESC_ALIGN		16u
-#define DESC_BUCKETS		(ARENA_PAGE_SIZE / DESC_ALIGN)
+#define DESC_BUCKETS		(ZS_PAGE_SIZE / DESC_ALIGN)
 /* Descriptor memory is mapped 64 KiB at a time. */
 #define DESC_BLOCK_PAGES	16u
 /*
@@ -97,23 +80,10 @@ struct chunk {
 
 struct chunk_block {
 	_Atomic(struct chunk *) chunk[BLOCK_CHUNKS];
-	/* protected by a->page_lock */
+	/* protected by page_lock */
 	uint64_t present[BLOCK_WORDS];
 	/* fit[k]: the chunk has a free resident run of at least k pages */
 	uint64_t fit[SPAN_MAX_PAGES + 1][BLOCK_WORDS];
-};
-
-struct span {
-	struct span *prev, *next;	/* in cls->groups[group]; next: free lists */
-	struct chunk *chunk;
-	uint16_t first_page;
-	uint16_t nr_free;		/* entries on the free stack */
-	uint8_t group;
-	/*
-	 * Followed by: uint64_t live[bitmap_words], uint32_t owner[objs],
-	 * uint16_t free_stack[objs].
-	 */
-	uint64_t tail[];
 };
 
 /* A mapping of descriptor pages, kept for arena_destroy(). */
@@ -122,32 +92,11 @@ struct desc_block {
 	void *base;
 };
 
-struct arena_class {
-	pthread_mutex_t lock;
-	uint32_t size;
-	uint16_t pages_per_span;
-	uint16_t objs_per_span;
-	uint16_t bitmap_words;
-	uint16_t desc_bucket;		/* a->desc_free[] index: size / DESC_ALIGN - 1 */
-	uint32_t desc_size;		/* rounded up to DESC_ALIGN */
-	/* protected by lock */
-	struct span *groups[NR_GROUPS];
-	uint64_t spans;
-	uint64_t objs_used;
-} __attribute__((aligned(64)));
-
-struct arena {
-	struct arena_class classes[ARENA_NR_CLASSES];
-	/*
-	 * Where objects of each class size really go.  Neighbouring classes
-	 * that pack the same number of objects into spans of the same length
-	 * cost exactly the same memory per object, so, as zsmalloc does, they
-	 * share the largest of them: fewer partly used spans for the same data.
-	 * Measured on 256 MiB of real process memory this saves ~0.2% of
-	 * mem_used_total (contrib/bench/ratio.sh).
-	 */
-	uint8_t merged_class[ARENA_NR_CLASSES];
-
+/*
+ * The arena's memory, under its classes (struct arena in arena.c embeds
+ * it): the chunk directory, the free pages and the descriptor pool.
+ */
+struct arena_mem {
 	/* Set once, before the arena is shared (arena_set_reserve_mode). */
 	bool reserve_mode;
 	void (*low_hook)(void *arg);
@@ -167,7 +116,7 @@ struct arena {
 	uint64_t holes;			/* sum of chunk->nr_holes */
 	void *desc_pages;		/* free descriptor pages, linked by first word */
 	uint64_t nr_desc_pages;
-	struct span *desc_free[DESC_BUCKETS];	/* free descriptors, linked by next */
+	struct desc_node *desc_free[DESC_BUCKETS];	/* free descriptors */
 	_Atomic uint64_t desc_free_bytes;	/* read without the lock by the stats */
 	uint64_t desc_used_bytes;	/* descriptors held by spans */
 
@@ -176,17 +125,18 @@ struct arena {
 	_Atomic uint64_t pages_used;
 	_Atomic uint64_t pages_max;
 	_Atomic uint64_t pages_mapped;
-	_Atomic uint64_t pages_compacted;
-	_Atomic uint64_t objs_used;
 	_Atomic uint64_t limit_bytes;
-	_Atomic uint64_t alloc_fail_limit;
 	_Atomic uint64_t reserve_target;
-	_Atomic uint64_t reserve_dry;
 	_Atomic uint64_t refills;
 	_Atomic uint64_t refill_pages;
 	_Atomic uint64_t trimmed_pages;
 	_Atomic uint64_t pages_taken;
 	_Atomic uint64_t desc_bytes;
+};
+
+/* A free span descriptor, on its size's free list. */
+struct desc_node {
+	struct desc_node *next;
 };
 
 /* ---- bitmaps ------------------------------------------------------------ */
@@ -214,7 +164,7 @@ static inline void bit_assign(uint64_t *map, unsigned int n, bool v)
 		bit_clear(map, n);
 }
 
-static inline void free_resident_add(struct arena *a, int64_t delta)
+static inline void free_resident_add(struct arena_mem *a, int64_t delta)
 {
 	/* Written under page_lock only; read without it for the stats. */
 	atomic_store_explicit(&a->free_resident,
@@ -222,28 +172,30 @@ static inline void free_resident_add(struct arena *a, int64_t delta)
 			      memory_order_relaxed);
 }
 
-static inline uint64_t free_resident(const struct arena *a)
+static inline uint64_t free_resident(const struct arena_mem *a)
 {
 	return atomic_load_explicit(&a->free_resident, memory_order_relaxed);
 }
 
 /* ---- arena_pages.c (each described where it is defined) ------------------ */
 
-int arena_pages_take(struct arena *a, unsigned int k, struct chunk **cp, unsigned int *first);
+int arena_pages_take(struct arena_mem *a, unsigned int k, struct chunk **cp, unsigned int *first);
 
-void arena_pages_free(struct arena *a, struct chunk *c, unsigned int first, unsigned int k);
+void arena_pages_free(struct arena_mem *a, struct chunk *c, unsigned int first, unsigned int k);
 
-struct span *arena_desc_take(struct arena *a, const struct arena_class *cls);
+void *arena_desc_take(struct arena_mem *a, unsigned int bucket, uint32_t size);
 
-void arena_desc_put(struct arena *a, const struct arena_class *cls, struct span *s);
+void arena_desc_put(struct arena_mem *a, unsigned int bucket, uint32_t size, void *desc);
 
-bool arena_reserve_low(struct arena *a);
+bool arena_reserve_low(struct arena_mem *a);
 
-int arena_refill_locked(struct arena *a, uint64_t pages);
+int arena_refill_locked(struct arena_mem *a, uint64_t pages);
 
-uint64_t arena_trim_locked(struct arena *a, uint64_t high, uint64_t low, uint32_t keep_empty,
+uint64_t arena_trim_locked(struct arena_mem *a, uint64_t high, uint64_t low, uint32_t keep_empty,
 			    bool *ok);
 
-void arena_trim_inline(struct arena *a);
+void arena_trim_inline(struct arena_mem *a);
+
+/* The reserve's entry points (arena.h) take the locks and call these. */
 
 #endif
