@@ -13,7 +13,7 @@
  *     parsed one asks exactly once, for exactly what was parsed.
  *
  * For the last one this file stands in for the policy thread: it defines
- * the four entry points control.c calls, and counts the calls.  The link
+ * the three entry points control.c calls, and counts the calls.  The link
  * takes these before libzswapfs.a, whose policy.o is then never pulled in
  * (nothing else here needs it); should control.c ever call more of the
  * policy, the link fails loudly on the duplicates.
@@ -34,11 +34,16 @@ static struct {
 	struct control_req last;	/* what the calls asked for */
 } seen;
 
-int policy_request_recompress(struct policy *pol, const struct policy_recomp_request *req)
+int policy_request(struct policy *pol, enum policy_job job, const struct policy_request *req)
 {
 	seen.calls++;
-	seen.last.op = CONTROL_RECOMPRESS;
-	seen.last.recomp = *req;
+	if (job == POLICY_RECOMPRESS) {
+		seen.last.op = CONTROL_RECOMPRESS;
+		seen.last.recomp = *req;
+	} else {
+		seen.last.op = CONTROL_WRITEBACK;
+		seen.last.wb = *req;
+	}
 	return 0;
 }
 
@@ -46,14 +51,6 @@ void policy_request_compact(struct policy *pol)
 {
 	seen.calls++;
 	seen.last.op = CONTROL_COMPACT;
-}
-
-int policy_request_writeback(struct policy *pol, const struct policy_wb_request *req)
-{
-	seen.calls++;
-	seen.last.op = CONTROL_WRITEBACK;
-	seen.last.wb = *req;
-	return 0;
 }
 
 void policy_mark_idle(struct policy *pol, bool all, uint32_t seconds)
@@ -67,21 +64,17 @@ void policy_mark_idle(struct policy *pol, bool all, uint32_t seconds)
 static bool req_equal(const struct control_req *a, const struct control_req *b)
 {
 	return a->op == b->op && a->idle_all == b->idle_all && a->idle_secs == b->idle_secs &&
-	       a->recomp.type == b->recomp.type && a->recomp.threshold == b->recomp.threshold &&
-	       a->recomp.max_pages == b->recomp.max_pages && a->wb.type == b->wb.type &&
+	       a->recomp.select == b->recomp.select && a->recomp.threshold == b->recomp.threshold &&
+	       a->recomp.max_pages == b->recomp.max_pages && a->wb.select == b->wb.select &&
 	       a->wb.max_pages == b->wb.max_pages;
 }
 
 /* The canonical text of a parsed command; its length. */
 static size_t req_format(const struct control_req *r, char *buf, size_t len)
 {
-	static const char *const rtypes[] = {
-		[POLICY_RECOMP_IDLE] = "idle", [POLICY_RECOMP_HUGE] = "huge",
-		[POLICY_RECOMP_HUGE_IDLE] = "huge_idle",
-	};
-	static const char *const wtypes[] = {
-		[POLICY_WB_IDLE] = "idle", [POLICY_WB_HUGE] = "huge",
-		[POLICY_WB_HUGE_IDLE] = "huge_idle", [POLICY_WB_ALL] = "all",
+	static const char *const types[] = {
+		[POLICY_SELECT_ALL] = "all", [POLICY_SELECT_IDLE] = "idle",
+		[POLICY_SELECT_HUGE] = "huge", [POLICY_SELECT_HUGE_IDLE] = "huge_idle",
 	};
 	int n = 0;
 
@@ -97,8 +90,8 @@ static size_t req_format(const struct control_req *r, char *buf, size_t len)
 		break;
 	case CONTROL_RECOMPRESS:
 		n = snprintf(buf, len, "recompress");
-		if (r->recomp.type != POLICY_RECOMP_ALL)
-			n += snprintf(buf + n, len - (size_t)n, " type=%s", rtypes[r->recomp.type]);
+		if (r->recomp.select != POLICY_SELECT_ALL)
+			n += snprintf(buf + n, len - (size_t)n, " type=%s", types[r->recomp.select]);
 		if (r->recomp.threshold)
 			n += snprintf(buf + n, len - (size_t)n, " threshold=%zu",
 				      r->recomp.threshold);
@@ -107,7 +100,7 @@ static size_t req_format(const struct control_req *r, char *buf, size_t len)
 				      r->recomp.max_pages);
 		break;
 	case CONTROL_WRITEBACK:
-		n = snprintf(buf, len, "writeback %s", wtypes[r->wb.type]);
+		n = snprintf(buf, len, "writeback %s", types[r->wb.select]);
 		if (r->wb.max_pages)
 			n += snprintf(buf + n, len - (size_t)n, " max_pages=%" PRIu64,
 				      r->wb.max_pages);
@@ -138,7 +131,7 @@ static void check_well_formed(const struct control_req *r)
 		fuzz_require(req_equal(r, &zero));
 		break;
 	case CONTROL_RECOMPRESS:
-		fuzz_require(r->recomp.type <= POLICY_RECOMP_HUGE_IDLE);
+		fuzz_require(r->recomp.select <= POLICY_SELECT_HUGE_IDLE);
 		/* 0 (the configured threshold) or a saving smaller than a page */
 		fuzz_require(r->recomp.threshold < 4096);
 		zero.op = r->op;
@@ -146,7 +139,7 @@ static void check_well_formed(const struct control_req *r)
 		fuzz_require(req_equal(r, &zero));
 		break;
 	case CONTROL_WRITEBACK:
-		fuzz_require(r->wb.type <= POLICY_WB_ALL);
+		fuzz_require(r->wb.select <= POLICY_SELECT_HUGE_IDLE);
 		zero.op = r->op;
 		zero.wb = r->wb;
 		fuzz_require(req_equal(r, &zero));

@@ -320,7 +320,7 @@ static void op_discard(uint64_t off, size_t len)
 /* As the policy thread answers a request that found the arena full. */
 static int make_room(void *arg)
 {
-	struct writeback_pass p = { .idle_before = UINT32_MAX, .goal_bytes = 8 * PG };
+	struct writeback_pass p = { .sel.idle_before = UINT32_MAX, .goal_bytes = 8 * PG };
 	struct writeback_result r;
 
 	fuzz_require(writeback_run(run.wb, &p, &r) == 0);
@@ -335,9 +335,8 @@ static void op_recompress(struct fuzz_in *in)
 	uint16_t threshold = fuzz_u16(in);
 	uint8_t flags = fuzz_u8(in);
 	struct recompress_pass p = {
-		.idle_before = run.idle_before,
+		.sel = { .idle_before = run.idle_before, .huge_only = flags & 1 },
 		.threshold = 16 + threshold % (PG - 16),
-		.huge_only = flags & 1,
 		.max_pages = (flags >> 1) % 8,
 	};
 	struct recompress_result r;
@@ -353,8 +352,7 @@ static void op_writeback(struct fuzz_in *in)
 	uint16_t goal = fuzz_u16(in);
 	uint8_t flags = fuzz_u8(in);
 	struct writeback_pass p = {
-		.idle_before = run.idle_before,
-		.huge_only = flags & 1,
+		.sel = { .idle_before = run.idle_before, .huge_only = flags & 1 },
 		.goal_bytes = flags & 2 ? (uint64_t)goal * 16 : 0,
 		.max_pages = (flags >> 2) % 8,
 	};

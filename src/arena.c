@@ -71,15 +71,16 @@
  * at most one empty chunk.  In reserve mode neither happens on the request
  * path: see arena.h.
  *
- * Locking.  Lock order: cls->lock -> a->refill_lock -> a->page_lock.
+ * Locking.  Lock order: cls->lock -> a->mem.refill_lock -> a->mem.page_lock (the
+ * daemon's whole order is in store.h).
  *   cls->lock guards the class's groups, its span descriptors and counters;
  *	it is held across the migrate callback in compaction.  Only spilling
  *	(arena_compact) holds two class locks, a class's and then one of a
  *	larger class: always in ascending class order.
- *   a->refill_lock makes refills and trims one at a time (they change
+ *   a->mem.refill_lock makes refills and trims one at a time (they change
  *	pages outside page_lock); it is held across system calls, so in
  *	reserve mode no request thread ever takes it.
- *   a->page_lock guards chunks (bitmaps, counts), the directory's bitmaps,
+ *   a->mem.page_lock guards chunks (bitmaps, counts), the directory's bitmaps,
  *	free_resident, nr_empty, trim_floor, holes and the descriptor pool.
  *	It is never held across a system call or an allocation.  The stats
  *	read free_resident and desc_free_bytes without it (atomics).
@@ -87,9 +88,14 @@
  *	read under it, for a live handle of that class).
  *   Directory pointers are C11 atomics, written under page_lock and read
  *	by arena_map() without any lock.
- * Callers hold their own lock (the store's slot lock) around arena_alloc()
- * and arena_free(), so the migrate callback, which runs under cls->lock,
- * may only try-lock it.
+ * Callers may hold their own lock around arena_alloc() (the store does for
+ * partial pages and promotion: its slot lock), so the migrate callback,
+ * which runs under cls->lock and takes the owner's lock, may only try-lock
+ * it.
+ *
+ * Files: this one has classes, spans, handles and compaction; the memory
+ * under them (chunks, the page allocator, the descriptor pool, refill and
+ * trim) is arena_pages.c; arena_pages.h is its interface.
  */
 #ifndef _GNU_SOURCE
 #define _GNU_SOURCE
@@ -104,17 +110,9 @@
 #include <string.h>
 #include <sys/mman.h>
 
-#define CHUNK_SIZE		(2u << 20)
-#define CHUNK_PAGES		(CHUNK_SIZE / ARENA_PAGE_SIZE)
-#define CHUNK_WORDS		(CHUNK_PAGES / 64)
-#define SPAN_MAX_PAGES		8u
-#define SPAN_MAX_OBJS		(SPAN_MAX_PAGES * ARENA_PAGE_SIZE / ARENA_MIN_OBJ)
+#include "arena_pages.h"
 
-/* Directory: DIR_BLOCKS blocks of BLOCK_CHUNKS chunks, 2 TiB in all. */
-#define BLOCK_CHUNKS		1024u
-#define BLOCK_WORDS		(BLOCK_CHUNKS / 64)
-#define DIR_BLOCKS		1024u
-#define MAX_CHUNKS		(DIR_BLOCKS * BLOCK_CHUNKS)
+#define SPAN_MAX_OBJS		(SPAN_MAX_PAGES * ARENA_PAGE_SIZE / ARENA_MIN_OBJ)
 
 #define H_OBJ_BITS		10
 #define H_PAGE_BITS		9
@@ -136,61 +134,6 @@ _Static_assert(SPAN_MAX_OBJS <= UINT16_MAX, "free stack entries are uint16_t");
 #define NR_GROUPS		10u
 #define GROUP_NONE		0xffu	/* full, or isolated by compaction */
 
-/*
- * Span descriptors: sizes rounded up to DESC_ALIGN, one free list per
- * rounded size.  They run from 56 bytes (one object per span) to 1.6 KiB
- * (class 32: 128 objects in a page).
- */
-#define DESC_ALIGN		16u
-#define DESC_BUCKETS		(ARENA_PAGE_SIZE / DESC_ALIGN)
-/* Descriptor memory is mapped 64 KiB at a time. */
-#define DESC_BLOCK_PAGES	16u
-/*
- * Free descriptor pages a refill keeps: at least DESC_MIN_PAGES, and for
- * every page of the reserve DESC_PER_PAGE_MIN bytes or twice what spans
- * have needed so far, whichever is more.  Typical classes take 15-100
- * bytes of descriptor per page of span (see the worked example above).
- */
-#define DESC_MIN_PAGES		8u
-#define DESC_PER_PAGE_MIN	64u
-
-/*
- * Free resident pages kept before giving some back: 1 MiB, or 1/16 of the
- * used pages (about the churn of one compaction pass).
- */
-#define RESIDENT_MIN		256u
-#define RESIDENT_DIV		16u
-
-/*
- * munlock() of a run inside a locked mapping splits it into up to three
- * VMAs, and a process may have only vm.max_map_count (65530) of them.  Past
- * this many released runs (holes) in locked chunks, trim only grows holes
- * that exist; the other free pages stay resident.
- */
-#define HOLES_MAX		8192u
-
-struct chunk {
-	char *base;
-	uint32_t index;
-	uint16_t nr_used;		/* pages held by spans */
-	uint16_t nr_free_resident;
-	uint16_t nr_holes;		/* runs of released pages, if locked */
-	bool locked;			/* mlock()ed: released runs are relocked */
-	uint64_t used[CHUNK_WORDS];
-	/* Resident: set for used pages; for free ones, not given back. */
-	uint64_t resident[CHUNK_WORDS];
-	/* The span that starts at each page, NULL elsewhere. */
-	struct span *spans[CHUNK_PAGES];
-};
-
-struct chunk_block {
-	_Atomic(struct chunk *) chunk[BLOCK_CHUNKS];
-	/* protected by a->page_lock */
-	uint64_t present[BLOCK_WORDS];
-	/* fit[k]: the chunk has a free resident run of at least k pages */
-	uint64_t fit[SPAN_MAX_PAGES + 1][BLOCK_WORDS];
-};
-
 struct span {
 	struct span *prev, *next;	/* in cls->groups[group]; next: free lists */
 	struct chunk *chunk;
@@ -204,19 +147,13 @@ struct span {
 	uint64_t tail[];
 };
 
-/* A mapping of descriptor pages, kept for arena_destroy(). */
-struct desc_block {
-	struct desc_block *next;
-	void *base;
-};
-
 struct arena_class {
 	pthread_mutex_t lock;
 	uint32_t size;
 	uint16_t pages_per_span;
 	uint16_t objs_per_span;
 	uint16_t bitmap_words;
-	uint16_t desc_bucket;		/* a->desc_free[] index: size / DESC_ALIGN - 1 */
+	uint16_t desc_bucket;		/* a->mem.desc_free[] index: size / DESC_ALIGN - 1 */
 	uint32_t desc_size;		/* rounded up to DESC_ALIGN */
 	/* protected by lock */
 	struct span *groups[NR_GROUPS];
@@ -235,46 +172,12 @@ struct arena {
 	 * mem_used_total (contrib/bench/ratio.sh).
 	 */
 	uint8_t merged_class[ARENA_NR_CLASSES];
+	struct arena_mem mem;		/* arena_pages.h */
 
-	/* Set once, before the arena is shared (arena_set_reserve_mode). */
-	bool reserve_mode;
-	void (*low_hook)(void *arg);
-	void *low_arg;
-	_Atomic bool low_signalled;	/* the hook ran; cleared by a refill */
-
-	pthread_mutex_t refill_lock;
-	/* protected by refill_lock */
-	struct desc_block *desc_blocks;
-
-	pthread_mutex_t page_lock;
-	/* protected by page_lock */
-	uint32_t nr_blocks;
-	_Atomic uint64_t free_resident;	/* free pages not given back: the reserve */
-	uint32_t nr_empty;		/* chunks with no page used */
-	uint64_t trim_floor;		/* after a failed trim, wait for this */
-	uint64_t holes;			/* sum of chunk->nr_holes */
-	void *desc_pages;		/* free descriptor pages, linked by first word */
-	uint64_t nr_desc_pages;
-	struct span *desc_free[DESC_BUCKETS];	/* free descriptors, linked by next */
-	_Atomic uint64_t desc_free_bytes;	/* read without the lock by the stats */
-	uint64_t desc_used_bytes;	/* descriptors held by spans */
-
-	_Atomic(struct chunk_block *) dir[DIR_BLOCKS];
-
-	_Atomic uint64_t pages_used;
-	_Atomic uint64_t pages_max;
-	_Atomic uint64_t pages_mapped;
 	_Atomic uint64_t pages_compacted;
 	_Atomic uint64_t objs_used;
-	_Atomic uint64_t limit_bytes;
 	_Atomic uint64_t alloc_fail_limit;
-	_Atomic uint64_t reserve_target;
 	_Atomic uint64_t reserve_dry;
-	_Atomic uint64_t refills;
-	_Atomic uint64_t refill_pages;
-	_Atomic uint64_t trimmed_pages;
-	_Atomic uint64_t pages_taken;
-	_Atomic uint64_t desc_bytes;
 };
 
 /* ---- handles ------------------------------------------------------------ */
@@ -320,667 +223,10 @@ static inline unsigned int size_to_class(size_t size)
 
 static inline struct chunk *chunk_lookup(const struct arena *a, uint32_t index)
 {
-	struct chunk_block *b = atomic_load_explicit(&a->dir[index / BLOCK_CHUNKS],
+	struct chunk_block *b = atomic_load_explicit(&a->mem.dir[index / BLOCK_CHUNKS],
 						     memory_order_acquire);
 
 	return atomic_load_explicit(&b->chunk[index % BLOCK_CHUNKS], memory_order_acquire);
-}
-
-/* ---- bitmaps ------------------------------------------------------------ */
-
-static inline bool bit_test(const uint64_t *map, unsigned int n)
-{
-	return map[n / 64] >> (n % 64) & 1;
-}
-
-static inline void bit_set(uint64_t *map, unsigned int n)
-{
-	map[n / 64] |= 1ull << (n % 64);
-}
-
-static inline void bit_clear(uint64_t *map, unsigned int n)
-{
-	map[n / 64] &= ~(1ull << (n % 64));
-}
-
-static inline void bit_assign(uint64_t *map, unsigned int n, bool v)
-{
-	if (v)
-		bit_set(map, n);
-	else
-		bit_clear(map, n);
-}
-
-/* ---- page allocator (a->page_lock held unless said) ------------------------ */
-
-static inline uint64_t avail_word(const struct chunk *c, unsigned int w)
-{
-	return c->resident[w] & ~c->used[w];
-}
-
-/* Free and resident: a span may take it without a fault. */
-static inline bool page_avail(const struct chunk *c, unsigned int p)
-{
-	return bit_test(c->resident, p) && !bit_test(c->used, p);
-}
-
-static inline bool page_released(const struct chunk *c, unsigned int p)
-{
-	return !bit_test(c->used, p) && !bit_test(c->resident, p);
-}
-
-static inline unsigned int chunk_released(const struct chunk *c)
-{
-	return CHUNK_PAGES - c->nr_used - c->nr_free_resident;
-}
-
-static inline void free_resident_add(struct arena *a, int64_t delta)
-{
-	/* Written under page_lock only; read without it for the stats. */
-	atomic_store_explicit(&a->free_resident,
-			      atomic_load_explicit(&a->free_resident, memory_order_relaxed) + delta,
-			      memory_order_relaxed);
-}
-
-static inline uint64_t free_resident(const struct arena *a)
-{
-	return atomic_load_explicit(&a->free_resident, memory_order_relaxed);
-}
-
-/* First page of the lowest available run of k pages, or -1. */
-static int chunk_find_run(const struct chunk *c, unsigned int k)
-{
-	unsigned int run = 0;
-
-	for (unsigned int p = 0; p < CHUNK_PAGES; p++) {
-		if (p % 64 == 0 && avail_word(c, p / 64) == 0) {
-			run = 0;
-			p += 63;
-			continue;
-		}
-		if (!page_avail(c, p))
-			run = 0;
-		else if (++run == k)
-			return p + 1 - k;
-	}
-	return -1;
-}
-
-/* Longest available run, counted up to SPAN_MAX_PAGES. */
-static unsigned int chunk_max_run(const struct chunk *c)
-{
-	unsigned int run = 0, best = 0;
-
-	for (unsigned int p = 0; p < CHUNK_PAGES && best < SPAN_MAX_PAGES; p++) {
-		if (p % 64 == 0 && avail_word(c, p / 64) == 0) {
-			run = 0;
-			p += 63;
-			continue;
-		}
-		if (!page_avail(c, p)) {
-			run = 0;
-		} else if (++run > best) {
-			best = run;
-		}
-	}
-	return best;
-}
-
-static void chunk_count_holes(struct arena *a, struct chunk *c)
-{
-	unsigned int n = 0;
-
-	if (!c->locked)
-		return;
-	for (unsigned int p = 0; p < CHUNK_PAGES; p++)
-		if (page_released(c, p) && (p == 0 || !page_released(c, p - 1)))
-			n++;
-	a->holes += n;
-	a->holes -= c->nr_holes;
-	c->nr_holes = n;
-}
-
-static void chunk_update_fit(struct arena *a, struct chunk *c)
-{
-	struct chunk_block *b = atomic_load_explicit(&a->dir[c->index / BLOCK_CHUNKS],
-						     memory_order_relaxed);
-	unsigned int n = c->index % BLOCK_CHUNKS;
-	unsigned int run = chunk_max_run(c);
-
-	for (unsigned int k = 1; k <= SPAN_MAX_PAGES; k++)
-		bit_assign(b->fit[k], n, run >= k);
-}
-
-static inline struct chunk *block_chunk(struct chunk_block *b, unsigned int n)
-{
-	return atomic_load_explicit(&b->chunk[n], memory_order_relaxed);
-}
-
-/* Lowest chunk with an available run of k pages. */
-static struct chunk *chunk_find_fit(struct arena *a, unsigned int k)
-{
-	for (uint32_t bi = 0; bi < a->nr_blocks; bi++) {
-		struct chunk_block *b = atomic_load_explicit(&a->dir[bi], memory_order_relaxed);
-
-		for (unsigned int w = 0; w < BLOCK_WORDS; w++)
-			if (b->fit[k][w])
-				return block_chunk(b, w * 64 + __builtin_ctzll(b->fit[k][w]));
-	}
-	return NULL;
-}
-
-/*
- * Take a run of k available pages for a span.  -ENOSPC past the limit,
- * -EAGAIN when no chunk has such a run: the reserve is dry.
- */
-static int pages_take(struct arena *a, unsigned int k, struct chunk **cp, unsigned int *first)
-{
-	uint64_t limit = atomic_load_explicit(&a->limit_bytes, memory_order_relaxed);
-	uint64_t used = atomic_load_explicit(&a->pages_used, memory_order_relaxed);
-	struct chunk *c;
-	int p;
-
-	if (limit && used + k > limit / ARENA_PAGE_SIZE)
-		return -ENOSPC;
-	c = chunk_find_fit(a, k);
-	if (!c)
-		return -EAGAIN;
-	p = chunk_find_run(c, k);
-	assert(p >= 0);
-	for (unsigned int i = p; i < p + k; i++) {
-		assert(page_avail(c, i));
-		bit_set(c->used, i);
-	}
-	if (c->nr_used == 0)
-		a->nr_empty--;
-	c->nr_used += k;
-	c->nr_free_resident -= k;
-	free_resident_add(a, -(int64_t)k);
-	chunk_update_fit(a, c);
-	used = atomic_fetch_add_explicit(&a->pages_used, k, memory_order_relaxed) + k;
-	if (used > atomic_load_explicit(&a->pages_max, memory_order_relaxed))
-		atomic_store_explicit(&a->pages_max, used, memory_order_relaxed);
-	atomic_fetch_add_explicit(&a->pages_taken, k, memory_order_relaxed);
-	*cp = c;
-	*first = p;
-	return 0;
-}
-
-/* The pages stay resident: they go back to the reserve. */
-static void pages_free(struct arena *a, struct chunk *c, unsigned int first, unsigned int k)
-{
-	for (unsigned int i = first; i < first + k; i++) {
-		assert(bit_test(c->used, i) && bit_test(c->resident, i));
-		bit_clear(c->used, i);
-	}
-	c->nr_used -= k;
-	c->nr_free_resident += k;
-	free_resident_add(a, k);
-	atomic_fetch_sub_explicit(&a->pages_used, k, memory_order_relaxed);
-	chunk_update_fit(a, c);
-	if (c->nr_used == 0)
-		a->nr_empty++;
-}
-
-/* ---- the descriptor pool (a->page_lock held) ------------------------------ */
-
-static struct span *desc_take(struct arena *a, const struct arena_class *cls)
-{
-	unsigned int b = cls->desc_bucket;
-	struct span *s = a->desc_free[b];
-
-	if (!s) {
-		unsigned int n = ARENA_PAGE_SIZE / cls->desc_size;
-		char *page = a->desc_pages;
-
-		if (!page)
-			return NULL;
-		a->desc_pages = *(void **)page;
-		a->nr_desc_pages--;
-		/* The whole page in descriptors of this size; the tail stays unused. */
-		for (unsigned int i = n; i-- > 0;) {
-			struct span *d = (struct span *)(void *)(page + (size_t)i * cls->desc_size);
-
-			d->next = a->desc_free[b];
-			a->desc_free[b] = d;
-		}
-		a->desc_free_bytes += (uint64_t)n * cls->desc_size;
-		s = a->desc_free[b];
-	}
-	a->desc_free[b] = s->next;
-	a->desc_free_bytes -= cls->desc_size;
-	a->desc_used_bytes += cls->desc_size;
-	return s;
-}
-
-static void desc_put(struct arena *a, const struct arena_class *cls, struct span *s)
-{
-	s->next = a->desc_free[cls->desc_bucket];
-	a->desc_free[cls->desc_bucket] = s;
-	a->desc_free_bytes += cls->desc_size;
-	a->desc_used_bytes -= cls->desc_size;
-}
-
-/* Free descriptor pages a reserve of `pages` pages should come with. */
-static uint64_t desc_pages_wanted(const struct arena *a, uint64_t pages)
-{
-	uint64_t used = atomic_load_explicit(&a->pages_used, memory_order_relaxed);
-	uint64_t per_page = DESC_PER_PAGE_MIN;
-
-	if (used && 2 * a->desc_used_bytes / used > per_page)
-		per_page = 2 * a->desc_used_bytes / used;
-	return DESC_MIN_PAGES + (pages * per_page + ARENA_PAGE_SIZE - 1) / ARENA_PAGE_SIZE;
-}
-
-/*
- * A quarter of the target used, out of descriptor pages, or no run for the
- * longest span: time to wake the refiller, so that it runs while three
- * quarters are left.
- */
-static bool reserve_low(struct arena *a)
-{
-	uint64_t target = atomic_load_explicit(&a->reserve_target, memory_order_relaxed);
-
-	return free_resident(a) < target / 4 * 3 || a->nr_desc_pages < DESC_MIN_PAGES / 2 ||
-	       !chunk_find_fit(a, SPAN_MAX_PAGES);
-}
-
-/* ---- refill and trim (a->refill_lock held, page_lock only where taken) ---- */
-
-/* Every page of [addr, addr + pages pages) is resident. */
-static bool range_resident(void *addr, unsigned int pages)
-{
-	unsigned char vec[CHUNK_PAGES];
-
-	assert(pages <= CHUNK_PAGES);
-	if (mincore(addr, (size_t)pages * ARENA_PAGE_SIZE, vec))
-		return false;
-	for (unsigned int i = 0; i < pages; i++)
-		if (!(vec[i] & 1))
-			return false;
-	return true;
-}
-
-/*
- * Map pages pages, populated and locked.  *locked says whether mlock() took:
- * without the privilege (or past RLIMIT_MEMLOCK) the pages are resident
- * but could be swapped out, as everything else of an unlocked process.
- * NULL when the kernel would not give every page (mmap() does not say: its
- * populate ignores failures).
- */
-static void *map_resident(unsigned int pages, bool *locked)
-{
-	size_t len = (size_t)pages * ARENA_PAGE_SIZE;
-	void *p = mmap(NULL, len, PROT_READ | PROT_WRITE,
-		       MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE | MAP_POPULATE, -1, 0);
-
-	if (p == MAP_FAILED)
-		return NULL;
-	*locked = mlock(p, len) == 0;
-	if (!*locked && !range_resident(p, pages)) {
-		munmap(p, len);
-		return NULL;
-	}
-	return p;
-}
-
-/* A free directory index.  -ENOSPC: every block is full. */
-static int chunk_index_find(struct arena *a, uint32_t *index)
-{
-	for (uint32_t bi = 0; bi < a->nr_blocks; bi++) {
-		struct chunk_block *b = atomic_load_explicit(&a->dir[bi], memory_order_relaxed);
-
-		for (unsigned int w = 0; w < BLOCK_WORDS; w++) {
-			if (b->present[w] != ~0ull) {
-				*index = bi * BLOCK_CHUNKS + w * 64 +
-					 __builtin_ctzll(~b->present[w]);
-				return 0;
-			}
-		}
-	}
-	return -ENOSPC;
-}
-
-static void chunk_insert(struct arena *a, struct chunk *c, uint32_t index)
-{
-	struct chunk_block *b = atomic_load_explicit(&a->dir[index / BLOCK_CHUNKS],
-						     memory_order_relaxed);
-
-	c->index = index;
-	bit_set(b->present, index % BLOCK_CHUNKS);
-	free_resident_add(a, c->nr_free_resident);
-	a->nr_empty++;
-	chunk_update_fit(a, c);
-	atomic_store_explicit(&b->chunk[index % BLOCK_CHUNKS], c, memory_order_release);
-	atomic_fetch_add_explicit(&a->pages_mapped, CHUNK_PAGES, memory_order_relaxed);
-}
-
-/* Take an empty chunk out; the caller unmaps it once page_lock is dropped. */
-static void chunk_remove(struct arena *a, struct chunk *c)
-{
-	struct chunk_block *b = atomic_load_explicit(&a->dir[c->index / BLOCK_CHUNKS],
-						     memory_order_relaxed);
-	unsigned int n = c->index % BLOCK_CHUNKS;
-
-	assert(c->nr_used == 0);
-	free_resident_add(a, -(int64_t)c->nr_free_resident);
-	a->holes -= c->nr_holes;
-	a->nr_empty--;
-	bit_clear(b->present, n);
-	for (unsigned int k = 1; k <= SPAN_MAX_PAGES; k++)
-		bit_clear(b->fit[k], n);
-	atomic_store_explicit(&b->chunk[n], NULL, memory_order_relaxed);
-	atomic_fetch_sub_explicit(&a->pages_mapped, CHUNK_PAGES, memory_order_relaxed);
-}
-
-static void count_refill(struct arena *a, uint64_t pages)
-{
-	atomic_fetch_add_explicit(&a->refills, 1, memory_order_relaxed);
-	atomic_fetch_add_explicit(&a->refill_pages, pages, memory_order_relaxed);
-}
-
-/* Map a new chunk and add it. */
-static int refill_chunk(struct arena *a)
-{
-	struct chunk_block *nb = NULL;
-	struct chunk *c = calloc(1, sizeof(*c));
-	uint32_t index;
-
-	if (!c)
-		return -ENOMEM;
-	c->base = map_resident(CHUNK_PAGES, &c->locked);
-	if (!c->base)
-		goto out_free;
-	memset(c->resident, 0xff, sizeof(c->resident));
-	c->nr_free_resident = CHUNK_PAGES;
-
-	pthread_mutex_lock(&a->page_lock);
-	if (chunk_index_find(a, &index)) {
-		/* A new directory block, allocated without the lock. */
-		pthread_mutex_unlock(&a->page_lock);
-		if (a->nr_blocks < DIR_BLOCKS)
-			nb = calloc(1, sizeof(*nb));
-		if (!nb)
-			goto out_unmap;
-		pthread_mutex_lock(&a->page_lock);
-		index = a->nr_blocks * BLOCK_CHUNKS;
-		atomic_store_explicit(&a->dir[a->nr_blocks], nb, memory_order_release);
-		a->nr_blocks++;
-	}
-	chunk_insert(a, c, index);
-	pthread_mutex_unlock(&a->page_lock);
-	count_refill(a, CHUNK_PAGES);
-	return 0;
-
-out_unmap:
-	munmap(c->base, CHUNK_SIZE);
-out_free:
-	free(c);
-	return -ENOMEM;
-}
-
-/* Lowest run of released pages (at most a chunk's), or NULL. */
-static struct chunk *released_run_find(struct arena *a, unsigned int *lo, unsigned int *hi)
-{
-	for (uint32_t bi = 0; bi < a->nr_blocks; bi++) {
-		struct chunk_block *b = atomic_load_explicit(&a->dir[bi], memory_order_relaxed);
-
-		for (unsigned int n = 0; n < BLOCK_CHUNKS; n++) {
-			struct chunk *c;
-			unsigned int p = 0;
-
-			if (!bit_test(b->present, n))
-				continue;
-			c = block_chunk(b, n);
-			if (!chunk_released(c))
-				continue;
-			while (!page_released(c, p))
-				p++;
-			*lo = p;
-			while (p < CHUNK_PAGES && page_released(c, p))
-				p++;
-			*hi = p;
-			return c;
-		}
-	}
-	return NULL;
-}
-
-/* Make released run [lo, hi) of c resident and locked again, and add it. */
-static int refill_run(struct arena *a, struct chunk *c, unsigned int lo, unsigned int hi)
-{
-	char *addr = c->base + (size_t)lo * ARENA_PAGE_SIZE;
-	size_t len = (size_t)(hi - lo) * ARENA_PAGE_SIZE;
-
-	if (c->locked) {
-		if (mlock(addr, len))
-			return -ENOMEM;
-	} else {
-		/* Could not be locked when it was mapped: fault it in at least. */
-		for (size_t off = 0; off < len; off += ARENA_PAGE_SIZE)
-			((volatile char *)addr)[off] = 0;
-	}
-	pthread_mutex_lock(&a->page_lock);
-	for (unsigned int p = lo; p < hi; p++) {
-		assert(page_released(c, p));
-		bit_set(c->resident, p);
-	}
-	c->nr_free_resident += hi - lo;
-	free_resident_add(a, hi - lo);
-	chunk_count_holes(a, c);
-	chunk_update_fit(a, c);
-	pthread_mutex_unlock(&a->page_lock);
-	count_refill(a, hi - lo);
-	return 0;
-}
-
-/* Map a block of descriptor pages and add them to the pool. */
-static int refill_desc(struct arena *a)
-{
-	struct desc_block *blk = malloc(sizeof(*blk));
-	bool locked;
-
-	if (!blk)
-		return -ENOMEM;
-	blk->base = map_resident(DESC_BLOCK_PAGES, &locked);
-	if (!blk->base) {
-		free(blk);
-		return -ENOMEM;
-	}
-	blk->next = a->desc_blocks;
-	a->desc_blocks = blk;
-	pthread_mutex_lock(&a->page_lock);
-	for (unsigned int i = DESC_BLOCK_PAGES; i-- > 0;) {
-		void **page = (void **)((char *)blk->base + (size_t)i * ARENA_PAGE_SIZE);
-
-		*page = a->desc_pages;
-		a->desc_pages = page;
-	}
-	a->nr_desc_pages += DESC_BLOCK_PAGES;
-	pthread_mutex_unlock(&a->page_lock);
-	atomic_fetch_add_explicit(&a->desc_bytes, (uint64_t)DESC_BLOCK_PAGES * ARENA_PAGE_SIZE,
-				  memory_order_relaxed);
-	count_refill(a, DESC_BLOCK_PAGES);
-	return 0;
-}
-
-static int refill_locked(struct arena *a, uint64_t pages)
-{
-	int err = 0;
-
-	/* Whatever falls low from here on calls the hook again. */
-	atomic_store(&a->low_signalled, false);
-	while (!err) {
-		unsigned int lo = 0, hi = 0;
-		struct chunk *c = NULL;
-		bool need_desc, need_pages;
-
-		pthread_mutex_lock(&a->page_lock);
-		need_desc = a->nr_desc_pages < desc_pages_wanted(a, pages);
-		need_pages = free_resident(a) < pages || !chunk_find_fit(a, SPAN_MAX_PAGES);
-		if (need_pages)
-			c = released_run_find(a, &lo, &hi);
-		pthread_mutex_unlock(&a->page_lock);
-		if (!need_desc && !need_pages)
-			break;
-		if (need_desc)
-			err = refill_desc(a);
-		if (need_pages && !err)
-			err = c ? refill_run(a, c, lo, hi) : refill_chunk(a);
-	}
-	return err;
-}
-
-/*
- * The highest available run of c, at most max pages long, that the hole
- * budget allows releasing; *budget_hit is set when it stopped one.
- */
-static bool trim_run_find(struct arena *a, struct chunk *c, uint64_t max, unsigned int *lo,
-			  unsigned int *hi, bool *budget_hit)
-{
-	unsigned int p = CHUNK_PAGES;
-
-	while (p > 0) {
-		p--;
-		if (!page_avail(c, p))
-			continue;
-		*hi = p + 1;
-		*lo = p;
-		while (*lo > 0 && *hi - *lo < max && page_avail(c, *lo - 1))
-			(*lo)--;
-		p = *lo;
-		if (c->locked && a->holes >= HOLES_MAX &&
-		    !(*lo > 0 && page_released(c, *lo - 1)) &&
-		    !(*hi < CHUNK_PAGES && page_released(c, *hi))) {
-			*budget_hit = true;
-			continue;
-		}
-		return true;
-	}
-	return false;
-}
-
-/*
- * Empty chunks go whole (one munmap, no VMA split): beyond keep_empty of
- * them, any with nothing resident, and others while more than high are
- * resident and at least low stay.  Then the highest free runs, while more
- * than low are resident.  Returns pages given back; *ok is false when the
- * kernel or the hole budget refused something.
- */
-static uint64_t trim_locked(struct arena *a, uint64_t high, uint64_t low, uint32_t keep_empty,
-			    bool *ok)
-{
-	uint64_t freed = 0;
-
-	*ok = true;
-	for (;;) {
-		struct chunk *victim = NULL;
-		uint64_t resident;
-
-		pthread_mutex_lock(&a->page_lock);
-		resident = free_resident(a);
-		for (uint32_t bi = a->nr_blocks; bi-- > 0 && a->nr_empty && !victim;) {
-			struct chunk_block *b = atomic_load_explicit(&a->dir[bi],
-								     memory_order_relaxed);
-
-			for (unsigned int n = BLOCK_CHUNKS; n-- > 0 && !victim;) {
-				struct chunk *c;
-
-				if (!bit_test(b->present, n))
-					continue;
-				c = block_chunk(b, n);
-				if (c->nr_used == 0 &&
-				    (a->nr_empty > keep_empty || c->nr_free_resident == 0 ||
-				     (resident > high && resident - c->nr_free_resident >= low)))
-					victim = c;
-			}
-		}
-		if (victim)
-			chunk_remove(a, victim);
-		pthread_mutex_unlock(&a->page_lock);
-		if (!victim)
-			break;
-		munmap(victim->base, CHUNK_SIZE);
-		freed += victim->nr_free_resident;
-		free(victim);
-	}
-
-	for (;;) {
-		struct chunk *c = NULL;
-		unsigned int lo = 0, hi = 0;
-		bool budget_hit = false;
-		uint64_t resident;
-
-		pthread_mutex_lock(&a->page_lock);
-		resident = free_resident(a);
-		for (uint32_t bi = a->nr_blocks; bi-- > 0 && resident > high && !c;) {
-			struct chunk_block *b = atomic_load_explicit(&a->dir[bi],
-								     memory_order_relaxed);
-
-			for (unsigned int n = BLOCK_CHUNKS; n-- > 0 && !c;) {
-				if (!bit_test(b->present, n) ||
-				    !block_chunk(b, n)->nr_free_resident)
-					continue;
-				if (trim_run_find(a, block_chunk(b, n), resident - low, &lo, &hi,
-						  &budget_hit))
-					c = block_chunk(b, n);
-			}
-		}
-		if (c) {
-			/* Released from here on: no span takes these pages any more. */
-			for (unsigned int p = lo; p < hi; p++)
-				bit_clear(c->resident, p);
-			c->nr_free_resident -= hi - lo;
-			free_resident_add(a, -(int64_t)(hi - lo));
-			chunk_count_holes(a, c);
-			chunk_update_fit(a, c);
-		}
-		pthread_mutex_unlock(&a->page_lock);
-		if (budget_hit)
-			*ok = false;
-		if (!c)
-			break;
-		/* Pages locked by mlockall(MCL_CURRENT) make DONTNEED fail even in
-		 * unlocked chunks.  On failure the run stays released: a refill
-		 * locks it again before any span uses it. */
-		munlock(c->base + (size_t)lo * ARENA_PAGE_SIZE,
-			(size_t)(hi - lo) * ARENA_PAGE_SIZE);
-		if (madvise(c->base + (size_t)lo * ARENA_PAGE_SIZE,
-			    (size_t)(hi - lo) * ARENA_PAGE_SIZE, MADV_DONTNEED)) {
-			*ok = false;
-			break;
-		}
-		freed += hi - lo;
-		/* Down to low once past high: the next trim is some churn away. */
-		high = low;
-	}
-	atomic_fetch_add_explicit(&a->trimmed_pages, freed, memory_order_relaxed);
-	return freed;
-}
-
-/*
- * Without a reserve thread, frees trim: above max(RESIDENT_MIN, pages_used /
- * 16) free resident pages, down to half that, keeping one empty chunk.
- * Called with a class lock held (lock order: cls -> refill -> page).
- */
-static void trim_inline(struct arena *a)
-{
-	uint64_t used = atomic_load_explicit(&a->pages_used, memory_order_relaxed);
-	uint64_t keep = used / RESIDENT_DIV > RESIDENT_MIN ? used / RESIDENT_DIV : RESIDENT_MIN;
-	bool want, ok;
-
-	pthread_mutex_lock(&a->page_lock);
-	want = (free_resident(a) > keep && free_resident(a) > a->trim_floor) || a->nr_empty > 1;
-	pthread_mutex_unlock(&a->page_lock);
-	if (!want)
-		return;
-	pthread_mutex_lock(&a->refill_lock);
-	trim_locked(a, keep, keep / 2, 1, &ok);
-	/* If the kernel or the hole budget refused, do not retry on every free. */
-	pthread_mutex_lock(&a->page_lock);
-	a->trim_floor = ok ? 0 : free_resident(a) + keep;
-	pthread_mutex_unlock(&a->page_lock);
-	pthread_mutex_unlock(&a->refill_lock);
 }
 
 /* ---- spans (cls->lock held) --------------------------------------------- */
@@ -1099,21 +345,21 @@ static int span_create(struct arena *a, struct arena_class *cls, struct span **s
 	bool low;
 	int ret;
 
-	pthread_mutex_lock(&a->page_lock);
-	s = desc_take(a, cls);
-	ret = s ? pages_take(a, cls->pages_per_span, &c, &first) : -EAGAIN;
+	pthread_mutex_lock(&a->mem.page_lock);
+	s = arena_desc_take(&a->mem, cls->desc_bucket, cls->desc_size);
+	ret = s ? arena_pages_take(&a->mem, cls->pages_per_span, &c, &first) : -EAGAIN;
 	if (ret && s)
-		desc_put(a, cls, s);
-	low = a->reserve_mode && reserve_low(a);
-	pthread_mutex_unlock(&a->page_lock);
+		arena_desc_put(&a->mem, cls->desc_bucket, cls->desc_size, s);
+	low = a->mem.reserve_mode && arena_reserve_low(&a->mem);
+	pthread_mutex_unlock(&a->mem.page_lock);
 
 	if (ret == -ENOSPC)
 		atomic_fetch_add_explicit(&a->alloc_fail_limit, 1, memory_order_relaxed);
-	if (ret == -EAGAIN && a->reserve_mode)
+	if (ret == -EAGAIN && a->mem.reserve_mode)
 		atomic_fetch_add_explicit(&a->reserve_dry, 1, memory_order_relaxed);
-	if ((low || (ret == -EAGAIN && a->reserve_mode)) && a->low_hook &&
-	    !atomic_exchange(&a->low_signalled, true))
-		a->low_hook(a->low_arg);
+	if ((low || (ret == -EAGAIN && a->mem.reserve_mode)) && a->mem.low_hook &&
+	    !atomic_exchange(&a->mem.low_signalled, true))
+		a->mem.low_hook(a->mem.low_arg);
 	if (ret)
 		return ret;
 
@@ -1141,12 +387,12 @@ static void span_destroy(struct arena *a, struct arena_class *cls, struct span *
 	group_del(cls, s);
 	c->spans[s->first_page] = NULL;
 	cls->spans--;
-	pthread_mutex_lock(&a->page_lock);
-	pages_free(a, c, s->first_page, cls->pages_per_span);
-	desc_put(a, cls, s);
-	pthread_mutex_unlock(&a->page_lock);
-	if (!a->reserve_mode)
-		trim_inline(a);
+	pthread_mutex_lock(&a->mem.page_lock);
+	arena_pages_free(&a->mem, c, s->first_page, cls->pages_per_span);
+	arena_desc_put(&a->mem, cls->desc_bucket, cls->desc_size, s);
+	pthread_mutex_unlock(&a->mem.page_lock);
+	if (!a->mem.reserve_mode)
+		arena_trim_inline(&a->mem);
 }
 
 /* The fullest span with a free place, or NULL. */
@@ -1218,9 +464,9 @@ struct arena *arena_create(uint64_t limit_bytes)
 
 		a->merged_class[ci] = same ? a->merged_class[ci + 1] : (uint8_t)ci;
 	}
-	pthread_mutex_init(&a->refill_lock, NULL);
-	pthread_mutex_init(&a->page_lock, NULL);
-	atomic_init(&a->limit_bytes, limit_bytes);
+	pthread_mutex_init(&a->mem.refill_lock, NULL);
+	pthread_mutex_init(&a->mem.page_lock, NULL);
+	atomic_init(&a->mem.limit_bytes, limit_bytes);
 	return a;
 }
 
@@ -1228,8 +474,8 @@ void arena_destroy(struct arena *a)
 {
 	if (!a)
 		return;
-	for (uint32_t bi = 0; bi < a->nr_blocks; bi++) {
-		struct chunk_block *b = atomic_load(&a->dir[bi]);
+	for (uint32_t bi = 0; bi < a->mem.nr_blocks; bi++) {
+		struct chunk_block *b = atomic_load(&a->mem.dir[bi]);
 
 		for (unsigned int n = 0; n < BLOCK_CHUNKS; n++) {
 			struct chunk *c = atomic_load(&b->chunk[n]);
@@ -1242,23 +488,23 @@ void arena_destroy(struct arena *a)
 		free(b);
 	}
 	/* Descriptors live in these blocks: nothing to free one by one. */
-	while (a->desc_blocks) {
-		struct desc_block *blk = a->desc_blocks;
+	while (a->mem.desc_blocks) {
+		struct desc_block *blk = a->mem.desc_blocks;
 
-		a->desc_blocks = blk->next;
+		a->mem.desc_blocks = blk->next;
 		munmap(blk->base, (size_t)DESC_BLOCK_PAGES * ARENA_PAGE_SIZE);
 		free(blk);
 	}
 	for (unsigned int ci = 0; ci < ARENA_NR_CLASSES; ci++)
 		pthread_mutex_destroy(&a->classes[ci].lock);
-	pthread_mutex_destroy(&a->page_lock);
-	pthread_mutex_destroy(&a->refill_lock);
+	pthread_mutex_destroy(&a->mem.page_lock);
+	pthread_mutex_destroy(&a->mem.refill_lock);
 	free(a);
 }
 
 void arena_set_limit(struct arena *a, uint64_t limit_bytes)
 {
-	atomic_store_explicit(&a->limit_bytes, limit_bytes, memory_order_relaxed);
+	atomic_store_explicit(&a->mem.limit_bytes, limit_bytes, memory_order_relaxed);
 }
 
 int arena_alloc(struct arena *a, size_t size, uint32_t owner, uint64_t *handle)
@@ -1278,10 +524,10 @@ int arena_alloc(struct arena *a, size_t size, uint32_t owner, uint64_t *handle)
 		ret = span_create(a, cls, &s);
 		/* No reserve thread: refill here (see "Who refills"), again if
 		 * other threads took what the refill added. */
-		while (ret == -EAGAIN && !a->reserve_mode) {
-			pthread_mutex_lock(&a->refill_lock);
-			ret = refill_locked(a, 1);
-			pthread_mutex_unlock(&a->refill_lock);
+		while (ret == -EAGAIN && !a->mem.reserve_mode) {
+			pthread_mutex_lock(&a->mem.refill_lock);
+			ret = arena_refill_locked(&a->mem, 1);
+			pthread_mutex_unlock(&a->mem.refill_lock);
 			if (!ret)
 				ret = span_create(a, cls, &s);
 		}
@@ -1541,23 +787,23 @@ uint64_t arena_compact(struct arena *a, arena_migrate_fn migrate, void *cookie)
 
 void arena_set_reserve_mode(struct arena *a, void (*low)(void *arg), void *arg)
 {
-	a->low_hook = low;
-	a->low_arg = arg;
-	a->reserve_mode = true;
+	a->mem.low_hook = low;
+	a->mem.low_arg = arg;
+	a->mem.reserve_mode = true;
 }
 
 void arena_set_reserve_target(struct arena *a, uint64_t pages)
 {
-	atomic_store_explicit(&a->reserve_target, pages, memory_order_relaxed);
+	atomic_store_explicit(&a->mem.reserve_target, pages, memory_order_relaxed);
 }
 
 int arena_refill(struct arena *a, uint64_t pages)
 {
 	int err;
 
-	pthread_mutex_lock(&a->refill_lock);
-	err = refill_locked(a, pages);
-	pthread_mutex_unlock(&a->refill_lock);
+	pthread_mutex_lock(&a->mem.refill_lock);
+	err = arena_refill_locked(&a->mem, pages);
+	pthread_mutex_unlock(&a->mem.refill_lock);
 	return err;
 }
 
@@ -1566,31 +812,37 @@ uint64_t arena_trim(struct arena *a, uint64_t high, uint64_t low)
 	uint64_t freed;
 	bool ok;
 
-	pthread_mutex_lock(&a->refill_lock);
-	freed = trim_locked(a, high, low, UINT32_MAX, &ok);
-	pthread_mutex_unlock(&a->refill_lock);
+	pthread_mutex_lock(&a->mem.refill_lock);
+	freed = arena_trim_locked(&a->mem, high, low, UINT32_MAX, &ok);
+	pthread_mutex_unlock(&a->mem.refill_lock);
 	return freed;
 }
 
 void arena_get_stats(struct arena *a, struct arena_stats *st)
 {
-	st->pages_used = atomic_load_explicit(&a->pages_used, memory_order_relaxed);
-	st->pages_max = atomic_load_explicit(&a->pages_max, memory_order_relaxed);
-	st->pages_mapped = atomic_load_explicit(&a->pages_mapped, memory_order_relaxed);
+	st->pages_used = atomic_load_explicit(&a->mem.pages_used, memory_order_relaxed);
+	st->pages_max = atomic_load_explicit(&a->mem.pages_max, memory_order_relaxed);
+	st->pages_mapped = atomic_load_explicit(&a->mem.pages_mapped, memory_order_relaxed);
 	st->pages_compacted = atomic_load_explicit(&a->pages_compacted, memory_order_relaxed);
 	st->objs_used = atomic_load_explicit(&a->objs_used, memory_order_relaxed);
-	st->limit_bytes = atomic_load_explicit(&a->limit_bytes, memory_order_relaxed);
+	st->limit_bytes = atomic_load_explicit(&a->mem.limit_bytes, memory_order_relaxed);
 	st->alloc_fail_limit = atomic_load_explicit(&a->alloc_fail_limit,
 						    memory_order_relaxed);
-	st->reserve_pages = free_resident(a);
-	st->reserve_target = atomic_load_explicit(&a->reserve_target, memory_order_relaxed);
+	st->reserve_pages = free_resident(&a->mem);
+	st->reserve_target = atomic_load_explicit(&a->mem.reserve_target, memory_order_relaxed);
 	st->reserve_dry = atomic_load_explicit(&a->reserve_dry, memory_order_relaxed);
-	st->refills = atomic_load_explicit(&a->refills, memory_order_relaxed);
-	st->refill_pages = atomic_load_explicit(&a->refill_pages, memory_order_relaxed);
-	st->trimmed_pages = atomic_load_explicit(&a->trimmed_pages, memory_order_relaxed);
-	st->pages_taken = atomic_load_explicit(&a->pages_taken, memory_order_relaxed);
-	st->desc_bytes = atomic_load_explicit(&a->desc_bytes, memory_order_relaxed);
-	st->desc_free_bytes = atomic_load_explicit(&a->desc_free_bytes, memory_order_relaxed);
+	st->refills = atomic_load_explicit(&a->mem.refills, memory_order_relaxed);
+	st->refill_pages = atomic_load_explicit(&a->mem.refill_pages, memory_order_relaxed);
+	st->trimmed_pages = atomic_load_explicit(&a->mem.trimmed_pages, memory_order_relaxed);
+	st->pages_taken = atomic_load_explicit(&a->mem.pages_taken, memory_order_relaxed);
+	st->desc_bytes = atomic_load_explicit(&a->mem.desc_bytes, memory_order_relaxed);
+	st->desc_free_bytes = atomic_load_explicit(&a->mem.desc_free_bytes, memory_order_relaxed);
+}
+
+uint64_t arena_used_bytes(struct arena *a, uint64_t *limit_bytes)
+{
+	*limit_bytes = atomic_load_explicit(&a->mem.limit_bytes, memory_order_relaxed);
+	return atomic_load_explicit(&a->mem.pages_used, memory_order_relaxed) * ARENA_PAGE_SIZE;
 }
 
 void arena_get_class_stats(struct arena *a, struct arena_class_stats *out)

@@ -39,7 +39,9 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#define ARENA_PAGE_SIZE		4096u
+#include "page.h"
+
+#define ARENA_PAGE_SIZE		ZS_PAGE_SIZE	/* page.h */
 #define ARENA_MAX_OBJ		ARENA_PAGE_SIZE	/* largest object */
 #define ARENA_CLASS_DELTA	16u		/* size class granularity */
 #define ARENA_MIN_OBJ		32u		/* smallest class */
@@ -150,6 +152,10 @@ struct arena_stats {
 };
 
 void arena_get_stats(struct arena *a, struct arena_stats *st);
+/* Bytes held by spans (pages_used, zram's mem_used_total) and, in
+ * *limit_bytes, the limit (0: none): what the watermarks and compaction
+ * measure.  Two atomic loads: request threads call it after writes. */
+uint64_t arena_used_bytes(struct arena *a, uint64_t *limit_bytes);
 /* Fill cls[0..ARENA_NR_CLASSES-1]; a consistent view of each class. */
 void arena_get_class_stats(struct arena *a, struct arena_class_stats *cls);
 /* Bytes of span places that hold no object (fragmentation), from cls as

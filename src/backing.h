@@ -56,14 +56,12 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "backing_file.h"	/* BACKING_SEG_SIZE, BACKING_ALIGN, the file header */
+#include "page.h"
 #include "seal.h"
 
-#define BACKING_SEG_SIZE	(1u << 20)
-#define BACKING_ALIGN		4096u		/* O_DIRECT: buffers, offsets, sizes */
 #define BACKING_HDR_SIZE	32u		/* an object's header, the tag included */
-#define BACKING_MAX_DATA	4096u		/* largest object: a raw page */
-#define BACKING_FILE_HDR_SIZE	BACKING_ALIGN	/* the file's header: segment 0's first block */
-#define BACKING_FILE_VERSION	1u
+#define BACKING_MAX_DATA	ZS_PAGE_SIZE	/* largest object: a raw page (page.h) */
 
 struct backing;
 struct backing_reader;

@@ -31,13 +31,15 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "page.h"
+
 /*
  * The unit the codecs are tuned for.  Contexts pre-size their buffers and
  * library work spaces for it at creation, so that compressing or
  * decompressing a page of this size never allocates (the I/O path must not
  * wait for memory).  Other sizes work, but the first larger one may allocate.
  */
-#define CODEC_PAGE_SIZE		4096u
+#define CODEC_PAGE_SIZE		ZS_PAGE_SIZE	/* page.h */
 
 /*
  * The codecs, in id order: X(ID, name) gives CODEC_<ID> and the name users

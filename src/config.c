@@ -1,4 +1,5 @@
 /* SPDX-License-Identifier: GPL-2.0-or-later */
+#include <assert.h>
 #include <ctype.h>
 #include <errno.h>
 #include <grp.h>
@@ -10,9 +11,11 @@
 #include <strings.h>
 #include <sys/sysinfo.h>
 
+#include "backing.h"
 #include "codec.h"
 #include "config.h"
 #include "harden.h"
+#include "page.h"
 
 enum setting_type {
 	SETTING_SIZE,		/* bytes, K/M/G suffixes, maybe % of RAM */
@@ -24,30 +27,34 @@ enum setting_type {
 	SETTING_GROUP,		/* a group name or number, or "" for none */
 };
 
+/* Special cases, so that nothing compares field offsets. */
+enum setting_flag {
+	SETTING_PCT_OF_RAM = 1 << 0,	/* a size may be given as N% of RAM */
+	SETTING_WHOLE_PAGES = 1 << 1,	/* a size must be a multiple of a page */
+	SETTING_ORIGIN = 1 << 2,	/* keep where it was set, in .origin */
+};
+
 struct setting {
 	const char *name;	/* "key" or "group.key" */
 	enum setting_type type;
 	int64_t min, max;	/* inclusive; for sizes in bytes */
-	bool pct_of_ram;	/* a size may be given as N% of RAM */
+	unsigned int flags;	/* enum setting_flag */
 	const char *def;	/* text form, parsed like user input; NULL = computed */
-	size_t offset;		/* into struct zs_config */
+	size_t offset, size;	/* the field in struct zs_config: FIELD() */
+	size_t origin;		/* SETTING_ORIGIN: a char[] field, ORIGIN() */
+	const char *const *words;	/* SETTING_CHOICE: NULL-terminated; the index
+					 * of a word is the value stored (int) */
 	const char *help;
 };
 
-#define OFF(field) offsetof(struct zs_config, field)
+#define FIELD(f)	.offset = offsetof(struct zs_config, f), \
+			.size = sizeof(((struct zs_config *)0)->f)
+#define ORIGIN(f)	.flags = SETTING_ORIGIN, .origin = offsetof(struct zs_config, f)
 
-/* The words of each SETTING_CHOICE, NULL-terminated; the index of a word is
- * the value stored. */
-static const char *const lock_memory_words[] = { "required", "try", NULL };	/* enum zs_lock_memory */
-static const char *const memcg_words[] = { "move", "refuse", "ignore", NULL };	/* enum zs_memcg */
-
-static const struct {
-	size_t offset;
-	const char *const *words;
-} setting_choices[] = {
-	{ OFF(lock_memory), lock_memory_words },
-	{ OFF(memcg), memcg_words },
-};
+/* enum zs_lock_memory */
+static const char *const lock_memory_words[] = { "required", "try", NULL };
+/* enum zs_memcg */
+static const char *const memcg_words[] = { "move", "refuse", "ignore", NULL };
 
 /* A sanitizer build cannot lock memory at all (harden.h): it is for tests. */
 #if HARDEN_CAN_MLOCK
@@ -56,92 +63,124 @@ static const struct {
 #define LOCK_MEMORY_DEFAULT	"try"
 #endif
 
-/* Adding a setting is one line here and a field in struct zs_config. */
+/*
+ * Adding a setting is one entry here (name, type, field, range, default,
+ * help) and a field in struct zs_config; config_params() hands it on to the
+ * module that uses it, and man/zswapfs.conf.5 documents it (tests/docs.sh).
+ */
 static const struct setting settings[] = {
-	{ "size", SETTING_SIZE, 4096, INT64_C(1) << 44, true, NULL, OFF(size),
-	  "size of the swap file (default: half of RAM, at most 4G)" },
-	{ "algorithm", SETTING_CODEC, 0, 0, false, "lz4", OFF(algorithm),
-	  "compression algorithm for pages" },
+	{ .name = "size", .type = SETTING_SIZE, FIELD(size),
+	  .min = ZS_PAGE_SIZE, .max = INT64_C(1) << 44,
+	  .flags = SETTING_PCT_OF_RAM | SETTING_WHOLE_PAGES,
+	  .help = "size of the swap file (default: half of RAM, at most 4G)" },
+	{ .name = "algorithm", .type = SETTING_CODEC, FIELD(algorithm),
+	  .def = "lz4",
+	  .help = "compression algorithm for pages" },
 	/* 0 .. lz4's largest acceleration; each codec's own range is checked
 	 * once the algorithm is known (config_validate). */
-	{ "level", SETTING_INT, 0, 65537, false, "0", OFF(level),
-	  "compression level (0: the algorithm's default; lz4: acceleration)" },
-	{ "mem_limit", SETTING_SIZE, 0, INT64_C(1) << 44, true, "0", OFF(mem_limit),
-	  "most memory the compressed pages may use; 0 for no limit" },
+	{ .name = "level", .type = SETTING_INT, FIELD(level), ORIGIN(level_origin),
+	  .min = 0, .max = 65537, .def = "0",
+	  .help = "compression level (0: the algorithm's default; lz4: acceleration)" },
+	{ .name = "mem_limit", .type = SETTING_SIZE, FIELD(mem_limit),
+	  .min = 0, .max = INT64_C(1) << 44, .flags = SETTING_PCT_OF_RAM, .def = "0",
+	  .help = "most memory the compressed pages may use; 0 for no limit" },
 	/* One thread measured fastest on 2 vCPUs: a second one costs a wake-up
 	 * per request (contrib/bench/swapbench.sh -d zswapfs,zswapfs-t2). */
-	{ "threads", SETTING_INT, 1, 64, false, "1", OFF(threads),
-	  "request threads" },
+	{ .name = "threads", .type = SETTING_INT, FIELD(threads),
+	  .min = 1, .max = 64, .def = "1",
+	  .help = "request threads" },
 	/* Off by default: it cuts 4 KiB QD1 reads through loop from 40 to 26 us,
 	 * but on 2 vCPUs the spinning thread slows the real swap workload
 	 * (medians of 4: 16.5 s at 0, 17.9 s at 20, 19.1 s at 100 us;
 	 * swapbench.sh -d zswapfs-bp0,zswapfs-bp20,zswapfs-bp100). */
-	{ "busy_poll_us", SETTING_INT, 0, 100000, false, "0", OFF(busy_poll_us),
-	  "after a request, look for the next one this many microseconds before sleeping" },
-	{ "fuse_uring", SETTING_BOOL, 0, 1, false, "true", OFF(fuse_uring),
-	  "take requests through FUSE over io_uring where the kernel allows it "
-	  "(fuse module parameter enable_uring=Y)" },
-	{ "lock_memory", SETTING_CHOICE, 0, 0, false, LOCK_MEMORY_DEFAULT, OFF(lock_memory),
-	  "required: refuse to start unless all the daemon's memory is locked; "
-	  "try: warn and go on" },
-	{ "stats_group", SETTING_GROUP, 0, 0, false, "", OFF(stats_group),
-	  "group (name or number) that may read the stats file of a mount with "
-	  "allow_other (\"\": none, and allow_other is refused)" },
+	{ .name = "busy_poll_us", .type = SETTING_INT, FIELD(busy_poll_us),
+	  .min = 0, .max = 100000, .def = "0",
+	  .help = "after a request, look for the next one this many microseconds before sleeping" },
+	{ .name = "fuse_uring", .type = SETTING_BOOL, FIELD(fuse_uring),
+	  .def = "true",
+	  .help = "take requests through FUSE over io_uring where the kernel allows it "
+		  "(fuse module parameter enable_uring=Y)" },
+	{ .name = "lock_memory", .type = SETTING_CHOICE, FIELD(lock_memory), .words = lock_memory_words,
+	  .def = LOCK_MEMORY_DEFAULT,
+	  .help = "required: refuse to start unless all the daemon's memory is locked; "
+		  "try: warn and go on" },
+	{ .name = "stats_group", .type = SETTING_GROUP, FIELD(stats_group),
+	  .def = "",
+	  .help = "group (name or number) that may read the stats file of a mount with "
+		  "allow_other (\"\": none, and allow_other is refused)" },
 	/* Locked memory kept for new pages (reserve.h says how it is sized). */
-	{ "reserve", SETTING_SIZE, 0, INT64_C(1) << 40, false, "0", OFF(reserve),
-	  "memory kept resident for writes that need new pages; 0: sized from the write rate" },
-	{ "memcg", SETTING_CHOICE, 0, 0, false, "move", OFF(memcg),
-	  "under a memory cgroup limit: move out of it, refuse to start, or ignore the risk" },
+	{ .name = "reserve", .type = SETTING_SIZE, FIELD(reserve),
+	  .min = 0, .max = INT64_C(1) << 40, .def = "0",
+	  .help = "memory kept resident for writes that need new pages; 0: sized from the write rate" },
+	{ .name = "memcg", .type = SETTING_CHOICE, FIELD(memcg), .words = memcg_words,
+	  .def = "move",
+	  .help = "under a memory cgroup limit: move out of it, refuse to start, or ignore the risk" },
 
-	{ "recompress.enabled", SETTING_BOOL, 0, 1, false, "true", OFF(recompress_enabled),
-	  "recompress idle pages in the background" },
-	{ "recompress.algorithm", SETTING_CODEC, 0, 0, false, "zstd", OFF(recompress_algorithm),
-	  "algorithm idle pages are recompressed with" },
-	{ "recompress.level", SETTING_INT, 0, 65537, false, "0", OFF(recompress_level),
-	  "its level (0: the algorithm's default)" },
-	{ "recompress.idle_age", SETTING_INT, 1, INT64_C(1) << 31, false, "300",
-	  OFF(recompress_idle_age), "seconds without a read or write before a page is idle" },
+	{ .name = "recompress.enabled", .type = SETTING_BOOL, FIELD(recompress_enabled),
+	  .def = "true",
+	  .help = "recompress idle pages in the background" },
+	{ .name = "recompress.algorithm", .type = SETTING_CODEC, FIELD(recompress_algorithm),
+	  .def = "zstd",
+	  .help = "algorithm idle pages are recompressed with" },
+	{ .name = "recompress.level", .type = SETTING_INT, FIELD(recompress_level),
+	  ORIGIN(recompress_level_origin), .min = 0, .max = 65537, .def = "0",
+	  .help = "its level (0: the algorithm's default)" },
+	{ .name = "recompress.idle_age", .type = SETTING_INT, FIELD(recompress_idle_age),
+	  .min = 1, .max = INT64_C(1) << 31, .def = "300",
+	  .help = "seconds without a read or write before a page is idle" },
 	/* Less than a class step (16 bytes) frees nothing; zstd saves ~560 bytes
 	 * a page over lz4 on real memory, so 128 only skips pages that barely
 	 * change. */
-	{ "recompress.threshold", SETTING_SIZE, 16, 4096, false, "128",
-	  OFF(recompress_threshold), "least bytes a page must save to keep the new result" },
+	{ .name = "recompress.threshold", .type = SETTING_SIZE, FIELD(recompress_threshold),
+	  .min = 16, .max = ZS_PAGE_SIZE, .def = "128",
+	  .help = "least bytes a page must save to keep the new result" },
 	/* zstd-3 costs ~20 us a page: 2000 pages a second is ~4% of one CPU. */
-	{ "recompress.rate", SETTING_INT, 0, 1000000, false, "2000", OFF(recompress_rate),
-	  "most pages recompressed a second; 0 for no limit" },
+	{ .name = "recompress.rate", .type = SETTING_INT, FIELD(recompress_rate),
+	  .min = 0, .max = 1000000, .def = "2000",
+	  .help = "most pages recompressed a second; 0 for no limit" },
 
-	{ "compact.threshold", SETTING_INT, 0, 100, false, "20", OFF(compact_threshold),
-	  "compact when this % of the arena's memory holds no object; 0: only on command" },
+	{ .name = "compact.threshold", .type = SETTING_INT, FIELD(compact_threshold),
+	  .min = 0, .max = 100, .def = "20",
+	  .help = "compact when this % of the arena's memory holds no object; 0: only on command" },
 
-	{ "writeback.backing_file", SETTING_PATH, 0, 0, false, "", OFF(writeback_backing_file),
-	  "file that cold pages are written back to, compressed (\"\": no writeback)" },
-	{ "writeback.enabled", SETTING_BOOL, 0, 1, false, "true", OFF(writeback_enabled),
-	  "write back on its own (watermarks, idle timer, full arena), not only on command" },
-	{ "writeback.max_size", SETTING_SIZE, 0, INT64_C(1) << 44, false, "0",
-	  OFF(writeback_max_size), "most bytes of the backing file; 0: the size of the swap file" },
+	{ .name = "writeback.backing_file", .type = SETTING_PATH, FIELD(writeback_backing_file),
+	  .def = "",
+	  .help = "file that cold pages are written back to, compressed (\"\": no writeback)" },
+	{ .name = "writeback.enabled", .type = SETTING_BOOL, FIELD(writeback_enabled),
+	  .def = "true",
+	  .help = "write back on its own (watermarks, idle timer, full arena), not only on command" },
+	{ .name = "writeback.max_size", .type = SETTING_SIZE, FIELD(writeback_max_size),
+	  .min = 0, .max = INT64_C(1) << 44, .def = "0",
+	  .help = "most bytes of the backing file; 0: the size of the swap file" },
 	/* Hours, as zram users run their writeback scripts: a page swapped out
 	 * and back within minutes should never cost an SSD write. */
-	{ "writeback.idle_age", SETTING_INT, 0, INT64_C(1) << 31, false, "3600",
-	  OFF(writeback_idle_age), "seconds untouched before a page is written back; 0: never" },
-	{ "writeback.high_watermark", SETTING_INT, 1, 100, false, "90",
-	  OFF(writeback_high_watermark), "% of mem_limit above which cold pages are written back" },
-	{ "writeback.low_watermark", SETTING_INT, 0, 99, false, "70",
-	  OFF(writeback_low_watermark), "% of mem_limit that writeback brings the arena down to" },
-	{ "writeback.daily_limit", SETTING_SIZE, 0, INT64_C(1) << 50, false, "0",
-	  OFF(writeback_daily_limit), "most bytes written to the backing file a day; 0: no limit" },
-	{ "writeback.promote", SETTING_BOOL, 0, 1, false, "false", OFF(writeback_promote),
-	  "a read of a written-back page brings it back into memory" },
+	{ .name = "writeback.idle_age", .type = SETTING_INT, FIELD(writeback_idle_age),
+	  .min = 0, .max = INT64_C(1) << 31, .def = "3600",
+	  .help = "seconds untouched before a page is written back; 0: never" },
+	{ .name = "writeback.high_watermark", .type = SETTING_INT, FIELD(writeback_high_watermark),
+	  .min = 1, .max = 100, .def = "90",
+	  .help = "% of mem_limit above which cold pages are written back" },
+	{ .name = "writeback.low_watermark", .type = SETTING_INT, FIELD(writeback_low_watermark),
+	  .min = 0, .max = 99, .def = "70",
+	  .help = "% of mem_limit that writeback brings the arena down to" },
+	{ .name = "writeback.daily_limit", .type = SETTING_SIZE, FIELD(writeback_daily_limit),
+	  .min = 0, .max = INT64_C(1) << 50, .def = "0",
+	  .help = "most bytes written to the backing file a day; 0: no limit" },
+	{ .name = "writeback.promote", .type = SETTING_BOOL, FIELD(writeback_promote),
+	  .def = "false",
+	  .help = "a read of a written-back page brings it back into memory" },
 	/* AES-256-GCM costs ~1.8 us per 4 KiB here (ChaCha20-Poly1305 3.2 us;
 	 * without AES-NI 19.7 vs 5.6 us: contrib/bench/sealbench), next to
 	 * ~100 us for a backing read through loop. */
-	{ "writeback.encrypt", SETTING_BOOL, 0, 1, false, "true", OFF(writeback_encrypt),
-	  "seal what is written back (AES-256-GCM or ChaCha20-Poly1305) under a key that "
-	  "only the running daemon has" },
+	{ .name = "writeback.encrypt", .type = SETTING_BOOL, FIELD(writeback_encrypt),
+	  .def = "true",
+	  .help = "seal what is written back (AES-256-GCM or ChaCha20-Poly1305) under a key that "
+		  "only the running daemon has" },
 	/* Rewriting a segment at half live costs a segment write to free one;
 	 * lower shares free more per write but leave more space dead. */
-	{ "writeback.compact_threshold", SETTING_INT, 0, 99, false, "50",
-	  OFF(writeback_compact_threshold),
-	  "rewrite backing segments whose live share is below this %; 0: never" },
+	{ .name = "writeback.compact_threshold", .type = SETTING_INT, FIELD(writeback_compact_threshold),
+	  .min = 0, .max = 99, .def = "50",
+	  .help = "rewrite backing segments whose live share is below this %; 0: never" },
 };
 
 #define NR_SETTINGS (sizeof(settings) / sizeof(settings[0]))
@@ -188,7 +227,7 @@ int config_parse_size(const char *text, bool pct_ok, uint64_t *out)
 		if (!pct_ok || end[1] || v == 0 || v > 100)
 			return -EINVAL;
 		*out = ram_bytes() / 100 * v;
-		*out &= ~(uint64_t)4095;
+		*out &= ~(uint64_t)(ZS_PAGE_SIZE - 1);
 		return 0;
 	}
 	switch (toupper((unsigned char)*end)) {
@@ -218,16 +257,6 @@ static int parse_int(const char *text, int64_t *out)
 		return -EINVAL;
 	*out = v;
 	return 0;
-}
-
-static const char *const *choices_of(const struct setting *s)
-{
-	size_t i;
-
-	for (i = 0; i < sizeof(setting_choices) / sizeof(setting_choices[0]); i++)
-		if (setting_choices[i].offset == s->offset)
-			return setting_choices[i].words;
-	return NULL;
 }
 
 /* "required, try" */
@@ -297,9 +326,9 @@ static int setting_apply(const struct setting *s, struct zs_config *cfg, const c
 
 	switch (s->type) {
 	case SETTING_SIZE:
-		if (config_parse_size(value, s->pct_of_ram, &size)) {
+		if (config_parse_size(value, s->flags & SETTING_PCT_OF_RAM, &size)) {
 			snprintf(errbuf, errlen, "%s: %s: '%s' is not a size (use e.g. 512M, 4G%s)",
-				 where, s->name, value, s->pct_of_ram ? ", 25%" : "");
+				 where, s->name, value, s->flags & SETTING_PCT_OF_RAM ? ", 25%" : "");
 			return -EINVAL;
 		}
 		if (size < (uint64_t)s->min || size > (uint64_t)s->max) {
@@ -307,11 +336,12 @@ static int setting_apply(const struct setting *s, struct zs_config *cfg, const c
 				 where, s->name, value, s->min, s->max);
 			return -EINVAL;
 		}
-		if (s->offset == OFF(size) && size % 4096) {
-			snprintf(errbuf, errlen, "%s: %s: %s is not a multiple of 4096 (a page)",
-				 where, s->name, value);
+		if ((s->flags & SETTING_WHOLE_PAGES) && size % ZS_PAGE_SIZE) {
+			snprintf(errbuf, errlen, "%s: %s: %s is not a multiple of %u (a page)",
+				 where, s->name, value, ZS_PAGE_SIZE);
 			return -EINVAL;
 		}
+		assert(s->size == sizeof(size));
 		memcpy(field, &size, sizeof(size));
 		return 0;
 	case SETTING_INT:
@@ -320,9 +350,11 @@ static int setting_apply(const struct setting *s, struct zs_config *cfg, const c
 				 " to %" PRId64, where, s->name, value, s->min, s->max);
 			return -EINVAL;
 		}
+		assert(s->size == sizeof(num));
 		memcpy(field, &num, sizeof(num));
 		return 0;
 	case SETTING_BOOL:
+		assert(s->size == sizeof(bool));
 		if (!strcasecmp(value, "true") || !strcasecmp(value, "yes") ||
 		    !strcasecmp(value, "on") || !strcmp(value, "1")) {
 			*(bool *)field = true;
@@ -341,9 +373,7 @@ static int setting_apply(const struct setting *s, struct zs_config *cfg, const c
 				 where, s->name, value, codec_names());
 			return -EINVAL;
 		}
-		snprintf(field, sizeof(cfg->algorithm), "%s", value);
-		_Static_assert(sizeof(cfg->algorithm) == sizeof(cfg->recompress_algorithm),
-			       "codec fields share one size");
+		snprintf(field, s->size, "%s", value);
 		return 0;
 	case SETTING_PATH:
 		/* The daemon changes to / when it goes to the background. */
@@ -352,19 +382,20 @@ static int setting_apply(const struct setting *s, struct zs_config *cfg, const c
 				 s->name, value);
 			return -EINVAL;
 		}
-		if (strlen(value) >= sizeof(cfg->writeback_backing_file)) {
+		if (strlen(value) >= s->size) {
 			snprintf(errbuf, errlen, "%s: %s: the path is too long", where, s->name);
 			return -EINVAL;
 		}
 		strcpy(field, value);
 		return 0;
 	case SETTING_CHOICE: {
-		const char *const *words = choices_of(s);
+		const char *const *words = s->words;
 
 		for (num = 0; words && words[num]; num++) {
 			if (!strcmp(value, words[num])) {
 				int choice = (int)num;
 
+				assert(s->size == sizeof(choice));
 				memcpy(field, &choice, sizeof(choice));
 				return 0;
 			}
@@ -374,6 +405,7 @@ static int setting_apply(const struct setting *s, struct zs_config *cfg, const c
 		return -EINVAL;
 	}
 	case SETTING_GROUP:
+		assert(s->size == sizeof(struct zs_group_setting));
 		return parse_group(s, (struct zs_group_setting *)(void *)field, value, where,
 				   errbuf, errlen);
 	}
@@ -391,11 +423,10 @@ int config_set(struct zs_config *cfg, const char *name, const char *value, const
 	}
 	if (setting_apply(s, cfg, value, where, errbuf, errlen))
 		return -EINVAL;
-	if (s->offset == OFF(level))
-		snprintf(cfg->level_origin, sizeof(cfg->level_origin), "%s", where);
-	else if (s->offset == OFF(recompress_level))
-		snprintf(cfg->recompress_level_origin, sizeof(cfg->recompress_level_origin), "%s",
-			 where);
+	if (s->flags & SETTING_ORIGIN)
+		snprintf((char *)cfg + s->origin, sizeof(cfg->level_origin), "%s", where);
+	_Static_assert(sizeof(cfg->level_origin) == sizeof(cfg->recompress_level_origin),
+		       "origin fields share one size");
 	return 0;
 }
 
@@ -412,7 +443,7 @@ void config_defaults(struct zs_config *cfg)
 				      sizeof(err));
 	/* As zram-generator: half of RAM, capped at 4 GiB. */
 	cfg->size = half < (UINT64_C(4) << 30) ? half : (UINT64_C(4) << 30);
-	cfg->size &= ~(uint64_t)4095;
+	cfg->size &= ~(uint64_t)(ZS_PAGE_SIZE - 1);
 	if (!cfg->size)
 		cfg->size = UINT64_C(1) << 30;
 }
@@ -545,4 +576,50 @@ void config_print_help(FILE *out)
 	for (i = 0; i < NR_SETTINGS; i++)
 		fprintf(out, "    %-28s %s (default: %s)\n", settings[i].name, settings[i].help,
 			!settings[i].def ? "see text" : settings[i].def[0] ? settings[i].def : "none");
+}
+
+void config_params(const struct zs_config *cfg, struct zs_params *p)
+{
+	static const enum memcg_mode memcg_modes[] = {
+		[ZS_MEMCG_MOVE] = MEMCG_MOVE,
+		[ZS_MEMCG_REFUSE] = MEMCG_REFUSE,
+		[ZS_MEMCG_IGNORE] = MEMCG_IGNORE,
+	};
+	uint64_t max = cfg->writeback_max_size ? cfg->writeback_max_size : cfg->size;
+
+	memset(p, 0, sizeof(*p));
+	p->store = (struct store_params){
+		.size = cfg->size,
+		.codec = codec_find(cfg->algorithm),
+		.level = (int)cfg->level,
+		.mem_limit = cfg->mem_limit,
+		.recomp_codec = codec_find(cfg->recompress_algorithm),
+		.recomp_level = (int)cfg->recompress_level,
+		.promote = cfg->writeback_promote,
+	};
+	p->policy = (struct policy_config){
+		.recompress = cfg->recompress_enabled,
+		.idle_age = (uint32_t)cfg->recompress_idle_age,
+		.threshold = (size_t)cfg->recompress_threshold,
+		.rate = (uint32_t)cfg->recompress_rate,
+		.compact_threshold = (unsigned int)cfg->compact_threshold,
+		.wb_auto = cfg->writeback_enabled,
+		.wb_idle_age = (uint32_t)cfg->writeback_idle_age,
+		.wb = {
+			.daily_limit = cfg->writeback_daily_limit,
+			.compact_threshold = (unsigned int)cfg->writeback_compact_threshold,
+			.high_watermark = (unsigned int)cfg->writeback_high_watermark,
+			.low_watermark = (unsigned int)cfg->writeback_low_watermark,
+		},
+	};
+	p->reserve.fixed_bytes = cfg->reserve;
+	p->memcg = memcg_modes[cfg->memcg];
+	p->lock_memory_required = cfg->lock_memory == ZS_LOCK_REQUIRED;
+	p->threads = (unsigned int)cfg->threads;
+	p->busy_poll_us = (unsigned int)cfg->busy_poll_us;
+	p->fuse_uring = cfg->fuse_uring;
+	p->stats_gid = cfg->stats_group.gid;
+	p->backing_path = cfg->writeback_backing_file[0] ? cfg->writeback_backing_file : NULL;
+	p->backing_max_size = max < BACKING_SEG_SIZE ? BACKING_SEG_SIZE : max;
+	p->backing_cipher = cfg->writeback_encrypt ? SEAL_AUTO : SEAL_NONE;
 }

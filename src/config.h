@@ -15,6 +15,12 @@
 #include <stdint.h>
 #include <stdio.h>
 
+#include "memcg.h"
+#include "policy.h"
+#include "reserve.h"
+#include "seal.h"
+#include "store.h"
+
 /* Whether start-up may go on when memory cannot be locked. */
 enum zs_lock_memory {
 	ZS_LOCK_REQUIRED,		/* refuse to start */
@@ -76,6 +82,29 @@ struct zs_config {
 	char level_origin[128];
 	char recompress_level_origin[128];
 };
+
+/*
+ * The settings as the modules take them: everything main.c hands on, so
+ * that it copies no setting itself.
+ */
+struct zs_params {
+	struct store_params store;	/* .backing: NULL; main opens the file */
+	struct policy_config policy;
+	struct reserve_config reserve;
+	enum memcg_mode memcg;
+	bool lock_memory_required;
+	unsigned int threads;
+	unsigned int busy_poll_us;
+	bool fuse_uring;
+	int64_t stats_gid;		/* -1: none */
+	/* The backing file, when backing_path is not NULL */
+	const char *backing_path;	/* points into the zs_config */
+	uint64_t backing_max_size;	/* bytes, at least one segment */
+	enum seal_cipher backing_cipher;	/* SEAL_AUTO or SEAL_NONE */
+};
+
+/* Convert validated settings (config_validate) into module parameters. */
+void config_params(const struct zs_config *cfg, struct zs_params *p);
 
 /* Fill in the built-in defaults (size depends on the machine's RAM). */
 void config_defaults(struct zs_config *cfg);

@@ -7,6 +7,7 @@
 
 #include "config.h"
 #include "control.h"
+#include "page.h"
 #include "policy.h"
 
 #define CONTROL_MAX_LEN		256
@@ -63,18 +64,18 @@ static int parse_recompress(int argc, char **argv, struct control_req *req)
 {
 	static const struct {
 		const char *name;
-		enum policy_recomp_type type;
+		enum policy_select type;
 	} types[] = {
-		{ "idle", POLICY_RECOMP_IDLE },
-		{ "huge", POLICY_RECOMP_HUGE },
-		{ "huge_idle", POLICY_RECOMP_HUGE_IDLE },
+		{ "idle", POLICY_SELECT_IDLE },
+		{ "huge", POLICY_SELECT_HUGE },
+		{ "huge_idle", POLICY_SELECT_HUGE_IDLE },
 	};
 	bool seen_type = false, seen_threshold = false, seen_max = false;
 	const char *v;
 	int i;
 
 	req->op = CONTROL_RECOMPRESS;
-	req->recomp.type = POLICY_RECOMP_ALL;
+	req->recomp.select = POLICY_SELECT_ALL;
 	for (i = 0; i < argc; i++) {
 		if ((v = arg_value(argv[i], "type")) && !seen_type) {
 			size_t t;
@@ -84,12 +85,12 @@ static int parse_recompress(int argc, char **argv, struct control_req *req)
 					break;
 			if (t == sizeof(types) / sizeof(types[0]))
 				return -EINVAL;
-			req->recomp.type = types[t].type;
+			req->recomp.select = types[t].type;
 			seen_type = true;
 		} else if ((v = arg_value(argv[i], "threshold")) && !seen_threshold) {
 			uint64_t bytes;
 
-			if (config_parse_size(v, false, &bytes) || bytes == 0 || bytes >= 4096)
+			if (config_parse_size(v, false, &bytes) || bytes == 0 || bytes >= ZS_PAGE_SIZE)
 				return -EINVAL;
 			req->recomp.threshold = (size_t)bytes;
 			seen_threshold = true;
@@ -110,12 +111,12 @@ static int parse_writeback(int argc, char **argv, struct control_req *req)
 {
 	static const struct {
 		const char *name;
-		enum policy_wb_type type;
+		enum policy_select type;
 	} types[] = {
-		{ "idle", POLICY_WB_IDLE },
-		{ "huge", POLICY_WB_HUGE },
-		{ "huge_idle", POLICY_WB_HUGE_IDLE },
-		{ "all", POLICY_WB_ALL },
+		{ "idle", POLICY_SELECT_IDLE },
+		{ "huge", POLICY_SELECT_HUGE },
+		{ "huge_idle", POLICY_SELECT_HUGE_IDLE },
+		{ "all", POLICY_SELECT_ALL },
 	};
 	const char *v;
 	size_t t;
@@ -126,7 +127,7 @@ static int parse_writeback(int argc, char **argv, struct control_req *req)
 			break;
 	if (t == sizeof(types) / sizeof(types[0]))
 		return -EINVAL;
-	req->wb.type = types[t].type;
+	req->wb.select = types[t].type;
 	if (argc == 2) {
 		v = arg_value(argv[1], "max_pages");
 		if (!v || parse_u64(v, UINT64_MAX, &req->wb.max_pages) || req->wb.max_pages == 0)
@@ -198,9 +199,9 @@ int control_exec(struct policy *pol, const struct control_req *req)
 		policy_mark_idle(pol, req->idle_all, req->idle_secs);
 		return 0;
 	case CONTROL_RECOMPRESS:
-		return policy_request_recompress(pol, &req->recomp);
+		return policy_request(pol, POLICY_RECOMPRESS, &req->recomp);
 	case CONTROL_WRITEBACK:
-		return policy_request_writeback(pol, &req->wb);
+		return policy_request(pol, POLICY_WRITEBACK, &req->wb);
 	case CONTROL_OP_COUNT:
 		break;
 	}

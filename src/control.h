@@ -20,8 +20,8 @@ struct control_req {
 	enum control_op op;
 	bool idle_all;				/* CONTROL_IDLE: `idle all` */
 	uint32_t idle_secs;			/* CONTROL_IDLE: `idle SECONDS` */
-	struct policy_recomp_request recomp;	/* CONTROL_RECOMPRESS */
-	struct policy_wb_request wb;		/* CONTROL_WRITEBACK */
+	struct policy_request recomp;		/* CONTROL_RECOMPRESS */
+	struct policy_request wb;		/* CONTROL_WRITEBACK */
 };
 
 /*

@@ -34,7 +34,7 @@ struct log_line {
 };
 
 static struct {
-	pthread_mutex_t lock;
+	pthread_mutex_t lock;		/* a leaf (lock order: store.h) */
 	/* protected by lock */
 	unsigned int head, count;
 	struct log_line line[LOG_RING_LINES];

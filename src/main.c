@@ -302,18 +302,15 @@ static int make_room(void *policy)
 }
 
 /* Open the backing file, or NULL with nothing to open; -1 after a message. */
-static int open_backing(const struct zs_config *cfg, struct backing **out)
+static int open_backing(const struct zs_params *p, struct backing **out)
 {
-	uint64_t max = cfg->writeback_max_size ? cfg->writeback_max_size : cfg->size;
 	char err[512];
 
 	*out = NULL;
-	if (!cfg->writeback_backing_file[0])
+	if (!p->backing_path)
 		return 0;
-	if (max < BACKING_SEG_SIZE)
-		max = BACKING_SEG_SIZE;
-	*out = backing_open(cfg->writeback_backing_file, max,
-			    cfg->writeback_encrypt ? SEAL_AUTO : SEAL_NONE, err, sizeof(err));
+	*out = backing_open(p->backing_path, p->backing_max_size, p->backing_cipher, err,
+			    sizeof(err));
 	if (!*out) {
 		fprintf(stderr, "zswapfs: %s\n", err);
 		return -1;
@@ -414,19 +411,14 @@ static void daemon_ready(int *ready_fd, bool journal)
  * Out from under a memory cgroup limit, or refuse, as the memcg setting
  * says (memcg.h).  -1 after a message.
  */
-static int leave_memcg(const struct zs_config *cfg)
+static int leave_memcg(const struct zs_params *p)
 {
-	static const enum memcg_mode modes[] = {
-		[ZS_MEMCG_MOVE] = MEMCG_MOVE,
-		[ZS_MEMCG_REFUSE] = MEMCG_REFUSE,
-		[ZS_MEMCG_IGNORE] = MEMCG_IGNORE,
-	};
 	struct sysinfo si;
 	char err[1024];
 
 	if (sysinfo(&si))
 		si.totalram = 0, si.mem_unit = 1;
-	if (memcg_apply(NULL, modes[cfg->memcg], (uint64_t)si.totalram * si.mem_unit, err,
+	if (memcg_apply(NULL, p->memcg, (uint64_t)si.totalram * si.mem_unit, err,
 			sizeof(err))) {
 		fprintf(stderr, "zswapfs: %s\n", err);
 		return -1;
@@ -446,9 +438,9 @@ static int leave_memcg(const struct zs_config *cfg)
  * harden_drop_privileges() takes every capability away, and before any
  * thread exists.  Return 0, or -1 after a message: start-up then fails.
  */
-static int privileged_startup(const struct zs_config *cfg)
+static int privileged_startup(const struct zs_params *p)
 {
-	return leave_memcg(cfg);
+	return leave_memcg(p);
 }
 
 /* transport.h's request_unmount: a stop signal, and swap is not on us. */
@@ -470,11 +462,9 @@ static bool connection_ended(struct fuse_session *se)
 int main(int argc, char **argv)
 {
 	struct unmounter um = { .pid = -1, .fd = -1 };
-	struct reserve_config rcfg;
-	struct policy_config pcfg;
 	struct reserve *reserve;
 	struct backing *backing;
-	struct store_params sp;
+	struct zs_params par;
 	struct fuse_session *se;
 	struct zs_config cfg;
 	struct cmdline cl;
@@ -489,6 +479,7 @@ int main(int argc, char **argv)
 	if (parse_cmdline(&cl, argc, argv) || load_settings(&cfg, &cl) ||
 	    check_access(&cl, &cfg) || build_fuse_args(&cl))
 		goto out_args;
+	config_params(&cfg, &par);
 	/* Settings are read: nothing is looked up by a relative path from
 	 * here on (the mount point and the backing file are absolute). */
 	if (chdir("/")) {
@@ -503,7 +494,7 @@ int main(int argc, char **argv)
 		}
 		journal = stderr_is_journal();
 	}
-	if (privileged_startup(&cfg))
+	if (privileged_startup(&par))
 		goto out_args;
 	err = unmounter_start(&um, cl.mountpoint, !cl.foreground && !journal);
 	if (err) {
@@ -511,32 +502,25 @@ int main(int argc, char **argv)
 		goto out_args;
 	}
 
-	sp.size = cfg.size;
-	sp.codec = codec_find(cfg.algorithm);
-	sp.level = (int)cfg.level;
-	sp.mem_limit = cfg.mem_limit;
-	sp.recomp_codec = codec_find(cfg.recompress_algorithm);
-	sp.recomp_level = (int)cfg.recompress_level;
-	if (open_backing(&cfg, &backing))
+	if (open_backing(&par, &backing))
 		goto out_helper;
 	/* A discard on a request thread must not punch the file (backing.h). */
 	if (backing)
 		backing_defer_punch(backing);
-	sp.backing = backing;
-	sp.promote = cfg.writeback_promote;
-	st = store_create(&sp);
+	par.store.backing = backing;
+	st = store_create(&par.store);
 	if (!st) {
 		fprintf(stderr, "zswapfs: cannot create the page store: %s\n", strerror(errno));
 		goto out_backing;
 	}
-	err = fs_init(&fs, st, (unsigned int)cfg.threads, (unsigned int)cfg.busy_poll_us);
+	err = fs_init(&fs, st, par.threads, par.busy_poll_us);
 	if (err) {
 		fprintf(stderr, "zswapfs: %s\n", strerror(-err));
 		goto out_store;
 	}
 	fs.others_allowed = cl.allow_other;
-	if (cfg.stats_group.gid >= 0)
-		fs.stats_gid = (gid_t)cfg.stats_group.gid;
+	if (par.stats_gid >= 0)
+		fs.stats_gid = (gid_t)par.stats_gid;
 	se = fuse_session_new(&cl.fuse_args, &fs_ops, sizeof(fs_ops), &fs);
 	if (!se)	/* libfuse has said which option it did not know */
 		goto out_fs;
@@ -549,7 +533,7 @@ int main(int argc, char **argv)
 		log_err("cannot find the new mount in /proc/self/mountinfo: %s", strerror(-err));
 		goto out_unmount;
 	}
-	if (cfg.fuse_uring)
+	if (par.fuse_uring)
 		transport_want_uring(&fs.tp, se);
 	err = transport_install_io(&fs.tp, se);
 	if (err) {
@@ -559,7 +543,7 @@ int main(int argc, char **argv)
 
 	/* Before any thread exists: threads inherit the flag. */
 	harden_io_flusher();
-	if (harden_memory(cfg.lock_memory == ZS_LOCK_REQUIRED))
+	if (harden_memory(par.lock_memory_required))
 		goto out_unmount;
 	stats_init();
 	/* Still before any thread: capabilities are per thread. */
@@ -577,24 +561,12 @@ int main(int argc, char **argv)
 	 * allocates from the arena must find it in reserve mode.  Its refills
 	 * lock pages without privilege: RLIMIT_MEMLOCK is unlimited, or
 	 * CAP_IPC_LOCK was kept (harden.h). */
-	rcfg.fixed_bytes = cfg.reserve;
-	reserve = reserve_start(store_arena(st), &rcfg);
+	reserve = reserve_start(store_arena(st), &par.reserve);
 	if (!reserve) {
 		log_err("cannot fill the reserve of locked memory: %s", strerror(errno));
 		goto out_unmount;
 	}
-	pcfg.recompress = cfg.recompress_enabled;
-	pcfg.idle_age = (uint32_t)cfg.recompress_idle_age;
-	pcfg.threshold = (size_t)cfg.recompress_threshold;
-	pcfg.rate = (uint32_t)cfg.recompress_rate;
-	pcfg.compact_threshold = (unsigned int)cfg.compact_threshold;
-	pcfg.wb_auto = cfg.writeback_enabled;
-	pcfg.wb_idle_age = (uint32_t)cfg.writeback_idle_age;
-	pcfg.wb_high = (unsigned int)cfg.writeback_high_watermark;
-	pcfg.wb_low = (unsigned int)cfg.writeback_low_watermark;
-	pcfg.wb.daily_limit = cfg.writeback_daily_limit;
-	pcfg.wb.compact_threshold = (unsigned int)cfg.writeback_compact_threshold;
-	fs.policy = policy_start(st, &pcfg);
+	fs.policy = policy_start(st, &par.policy);
 	if (!fs.policy) {
 		log_err("cannot start the policy thread: %s", strerror(errno));
 		goto out_reserve;

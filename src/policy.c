@@ -28,16 +28,15 @@
 /* Compaction that cannot free pages (every class keeps one partly used
  * span) must not run again until this much more memory is unused. */
 #define POLICY_COMPACT_SLACK	(1u << 20)
-/* Backing-file segments compacted per tick at most: a segment costs a
- * 1 MiB read and up to 1 MiB of writes. */
-#define POLICY_WB_COMPACT_SEGS	8
-/* After the backing file failed or filled, automatic writeback waits this
- * long before it tries again (a full arena still asks at once). */
-#define POLICY_WB_BACKOFF_S	5
-/* Watermark rounds (write back, compact the arena) per wake-up. */
-#define POLICY_WB_ROUNDS	4
 /* How long a request waits for room before it fails with ENOSPC. */
 #define POLICY_ROOM_WAIT_S	10
+
+/* A job the control file asked for. */
+struct job {
+	bool pending;			/* protected by policy.lock */
+	struct policy_request req;	/* protected by policy.lock */
+	_Atomic bool running;
+};
 
 struct policy {
 	struct store *st;
@@ -46,17 +45,14 @@ struct policy {
 	pthread_t tid;
 	_Atomic bool stop;
 
-	pthread_mutex_t lock;
+	pthread_mutex_t lock;		/* a leaf (lock order: store.h) */
 	pthread_cond_t wake;
 	pthread_cond_t room_cond;	/* make-room answers */
 	/* protected by lock */
-	bool recomp_pending;
-	struct policy_recomp_request recomp_req;
+	struct job jobs[POLICY_NR_JOBS];
 	bool compact_pending;
 	bool idle_marked;
 	uint32_t idle_mark;		/* pages with atime <= this are idle */
-	bool wb_pending;
-	struct policy_wb_request wb_req;
 	uint64_t room_wanted;		/* make-room requests, numbered */
 	uint64_t room_done;		/* the last one answered */
 	bool room_made;			/* its answer */
@@ -70,26 +66,32 @@ struct policy {
 	 * queued again.
 	 */
 	_Atomic bool urgent;
-	_Atomic bool wb_running;
 	_Atomic uint64_t wb_spills;
-	time_t wb_backoff_until;
-	int wb_last_err;		/* last failure logged; 0 once it works again */
 
 	uint64_t *recomp_index;		/* RECOMPRESS_INDEX_BYTES, made at start */
 	_Atomic uint64_t passes;
 	_Atomic uint64_t compactions;
-	_Atomic bool recomp_running;
 	uint64_t frag_floor;		/* unused bytes after the last compaction */
 };
+
+/* A pass of either kind: which pages, how many, how fast. */
+struct pass {
+	struct store_filter sel;
+	uint64_t max_pages;		/* 0: no limit */
+	size_t threshold;		/* recompression */
+	uint32_t rate;			/* recompression; 0: no limit */
+	bool automatic;			/* the idle timer's, not asked for */
+};
+
+/* ---- arena compaction ------------------------------------------------------ */
 
 static uint64_t arena_unused_and_used(struct arena *a, uint64_t *used_bytes)
 {
 	struct arena_class_stats cls[ARENA_NR_CLASSES];
-	struct arena_stats as;
+	uint64_t limit;
 
-	arena_get_stats(a, &as);
+	*used_bytes = arena_used_bytes(a, &limit);
 	arena_get_class_stats(a, cls);
-	*used_bytes = as.pages_used * ARENA_PAGE_SIZE;
 	return arena_unused_bytes(cls);
 }
 
@@ -117,21 +119,43 @@ static void maybe_compact(struct policy *pol)
 		pol->frag_floor = unused;
 }
 
-static uint32_t idle_cutoff(const struct policy *pol, uint32_t idle_age)
+/* ---- passes ---------------------------------------------------------------- */
+
+/*
+ * The access time at or below which a page counts as idle for a job: the
+ * last `idle` mark when there is one (marked), else idle_age ago.  False
+ * when no page can be idle yet: no idle age, or the store is younger.
+ */
+static bool idle_before(const struct policy *pol, enum policy_job job, bool marked,
+			uint32_t mark, uint32_t *out)
 {
 	uint32_t now = store_now(pol->st);
+	uint32_t age = job == POLICY_RECOMPRESS ? pol->cfg.idle_age : pol->cfg.wb_idle_age;
 
-	return now > idle_age ? now - idle_age : 0;
+	if (marked)
+		*out = mark;
+	else if (age && now >= age)
+		*out = now - age;
+	else
+		return false;
+	return true;
 }
 
-/* Returns whether the pass ended early for urgent work. */
-static bool run_pass(struct policy *pol, const struct recompress_pass *pass, const char *why)
+static bool run_recompress(struct policy *pol, const struct pass *p, const char *why,
+			   uint64_t *done)
 {
-	struct recompress_pass p = *pass;
+	struct recompress_pass rp = {
+		.sel = p->sel,
+		.threshold = p->threshold,
+		.max_pages = p->max_pages,
+		.rate = p->rate,
+		.stop = &pol->stop,
+		.yield = &pol->urgent,
+		.index = pol->recomp_index,
+	};
 	struct recompress_result r;
 
-	p.index = pol->recomp_index;
-	if (recompress_run(pol->st, &pol->worker, &p, &r)) {
+	if (recompress_run(pol->st, &pol->worker, &rp, &r)) {
 		log_warn("recompress (%s): no memory for the pass", why);
 		return false;
 	}
@@ -140,114 +164,88 @@ static bool run_pass(struct policy *pol, const struct recompress_pass *pass, con
 		log_info("recompress (%s): %llu tried, %llu smaller, %llu kept", why,
 			 (unsigned long long)r.tried, (unsigned long long)r.recompressed,
 			 (unsigned long long)r.skipped);
+	*done = r.tried;
 	return r.yielded;
 }
 
-/* An asked-for pass: the control file's words turned into a pass. */
-static void run_requested(struct policy *pol, const struct policy_recomp_request *req,
-			  bool idle_marked, uint32_t idle_mark)
+static bool run_writeback(struct policy *pol, const struct pass *p, const char *why,
+			  uint64_t *done)
 {
-	struct recompress_pass p = {
-		.idle_before = UINT32_MAX,
-		.threshold = req->threshold ? req->threshold : pol->cfg.threshold,
-		.max_pages = req->max_pages,
-		.rate = 0,	/* asked for: as fast as the (nice 19) thread goes */
+	struct writeback_pass wp = {
+		.sel = p->sel,
+		.max_pages = p->max_pages,
 		.stop = &pol->stop,
 		.yield = &pol->urgent,
 	};
+	struct writeback_result r;
 
-	if (req->type == POLICY_RECOMP_IDLE || req->type == POLICY_RECOMP_HUGE_IDLE)
-		p.idle_before = idle_marked ? idle_mark : idle_cutoff(pol, pol->cfg.idle_age);
-	p.huge_only = req->type == POLICY_RECOMP_HUGE || req->type == POLICY_RECOMP_HUGE_IDLE;
-	if (run_pass(pol, &p, "control")) {
-		/* Cut short for writeback: the rest after it. */
-		pthread_mutex_lock(&pol->lock);
-		if (!pol->recomp_pending) {
-			pol->recomp_req = *req;
-			pol->recomp_pending = true;
-		}
-		pthread_mutex_unlock(&pol->lock);
+	writeback_run_logged(pol->wb, &wp, why, p->automatic ? WRITEBACK_AUTO : 0, &r);
+	*done = r.pages;
+	return r.yielded;
+}
+
+/* One pass of a job over the pages p selects.  Returns whether it ended
+ * early for urgent work; *done: the pages that count against max_pages. */
+static bool run_pass(struct policy *pol, enum policy_job job, const struct pass *p,
+		     const char *why, uint64_t *done)
+{
+	*done = 0;
+	if (job == POLICY_RECOMPRESS)
+		return run_recompress(pol, p, why, done);
+	return run_writeback(pol, p, why, done);
+}
+
+/* The idle timer's pass of a job: pages idle for its idle_age, at its rate. */
+static void run_idle_timer(struct policy *pol, enum policy_job job)
+{
+	struct pass p = {
+		.threshold = pol->cfg.threshold,
+		.rate = pol->cfg.rate,
+		.automatic = true,
+	};
+	uint64_t done;
+
+	/* Idle pages only, never ones touched within idle_age. */
+	if (idle_before(pol, job, false, 0, &p.sel.idle_before))
+		run_pass(pol, job, &p, "idle", &done);
+}
+
+/* An asked-for job: the control file's words turned into a pass.  Cut
+ * short for urgent work, the rest of it is queued again. */
+static void run_job(struct policy *pol, enum policy_job job, const struct policy_request *req,
+		    bool marked, uint32_t mark)
+{
+	struct pass p = {
+		.sel = {
+			.idle_before = UINT32_MAX,
+			.huge_only = req->select == POLICY_SELECT_HUGE ||
+				     req->select == POLICY_SELECT_HUGE_IDLE,
+		},
+		.max_pages = req->max_pages,
+		.threshold = req->threshold ? req->threshold : pol->cfg.threshold,
+		.rate = 0,	/* asked for: as fast as the (nice 19) thread goes */
+	};
+	struct job *j = &pol->jobs[job];
+	uint64_t done;
+
+	if ((req->select == POLICY_SELECT_IDLE || req->select == POLICY_SELECT_HUGE_IDLE) &&
+	    !idle_before(pol, job, marked, mark, &p.sel.idle_before))
+		return;		/* nothing is idle yet */
+	if (!run_pass(pol, job, &p, "control", &done))
+		return;
+	/* What it did no longer counts: pages written back are no longer
+	 * candidates, recompressed or marked ones neither. */
+	pthread_mutex_lock(&pol->lock);
+	if (!j->pending) {
+		j->req = *req;
+		if (req->max_pages)
+			j->req.max_pages = req->max_pages > done ? req->max_pages - done : 0;
+		j->pending = j->req.max_pages || !req->max_pages;
 	}
+	pthread_mutex_unlock(&pol->lock);
 }
 
 /* ---- writeback ------------------------------------------------------------ */
-
-static uint64_t arena_used_bytes(struct policy *pol)
-{
-	struct arena_stats as;
-
-	arena_get_stats(store_arena(pol->st), &as);
-	return as.pages_used * ARENA_PAGE_SIZE;
-}
-
-/* pct % of mem_limit in bytes; UINT64_MAX without a limit (never passed). */
-static uint64_t watermark(struct policy *pol, unsigned int pct)
-{
-	struct arena_stats as;
-
-	arena_get_stats(store_arena(pol->st), &as);
-	return as.limit_bytes ? as.limit_bytes / 100 * pct : UINT64_MAX;
-}
-
-/*
- * Passes asked for (control, idle timer) are logged; watermark rounds, which
- * come every second under pressure, are not.  A failure is logged once
- * until writeback works again.
- */
-static void log_writeback(struct policy *pol, const char *why, bool quiet,
-			  const struct writeback_result *r)
-{
-	if (r->error && r->error != pol->wb_last_err)
-		log_warn("writeback (%s) stopped: %s; %llu pages stay in RAM", why,
-			 r->error == -EDQUOT ? "writeback.daily_limit reached" :
-					       strerror(-r->error),
-			 (unsigned long long)r->kept_in_ram);
-	else if (r->pages && !quiet)
-		log_info("writeback (%s): %llu pages, %llu bytes", why,
-			 (unsigned long long)r->pages, (unsigned long long)r->bytes);
-	if (r->error || r->pages)
-		pol->wb_last_err = r->error;
-}
-
-/*
- * Write the coldest pages back until the arena is below the low watermark
- * (or, urgent, until anything was freed).  Writing objects back frees room
- * inside spans; compaction then gives whole pages back.  Returns whether
- * any page left the arena.
- */
-static bool watermark_writeback(struct policy *pol, bool urgent)
-{
-	uint64_t low = watermark(pol, pol->cfg.wb_low), used = arena_used_bytes(pol);
-	struct writeback_result r;
-	bool progress = false;
-	int round;
-
-	if (low == UINT64_MAX)
-		return false;	/* no mem_limit: no watermarks, and never full */
-	for (round = 0; round < POLICY_WB_ROUNDS && (used > low || (urgent && !progress));
-	     round++) {
-		struct writeback_pass p = {
-			.idle_before = UINT32_MAX,
-			.goal_bytes = used > low ? used - low : 256 * STORE_PAGE_SIZE,
-			.stop = &pol->stop,
-		};
-
-		writeback_run(pol->wb, &p, &r);
-		/* A file full of sparse segments: compact it and try again. */
-		if (r.error == -ENOSPC && !r.pages &&
-		    writeback_compact(pol->wb, POLICY_WB_COMPACT_SEGS, &pol->stop))
-			continue;
-		log_writeback(pol, urgent ? "arena full" : "watermark", true, &r);
-		if (r.error)
-			pol->wb_backoff_until = time(NULL) + POLICY_WB_BACKOFF_S;
-		if (!r.pages)
-			break;
-		progress = true;
-		store_compact(pol->st);
-		used = arena_used_bytes(pol);
-	}
-	return progress;
-}
 
 static void boost(bool on)
 {
@@ -262,7 +260,7 @@ static void make_room(struct policy *pol, uint64_t upto)
 
 	atomic_store(&pol->urgent, false);
 	boost(true);
-	made = watermark_writeback(pol, true);
+	made = writeback_make_room(pol->wb, true, &pol->stop);
 	boost(false);
 	pthread_mutex_lock(&pol->lock);
 	pol->room_done = upto;
@@ -271,79 +269,37 @@ static void make_room(struct policy *pol, uint64_t upto)
 	pthread_mutex_unlock(&pol->lock);
 }
 
-static void run_requested_writeback(struct policy *pol, const struct policy_wb_request *req,
-				    bool idle_marked, uint32_t idle_mark)
-{
-	struct writeback_pass p = {
-		.idle_before = UINT32_MAX,
-		.max_pages = req->max_pages,
-		.stop = &pol->stop,
-		.yield = &pol->urgent,
-	};
-	struct writeback_result r;
-
-	if (req->type == POLICY_WB_IDLE || req->type == POLICY_WB_HUGE_IDLE) {
-		if (idle_marked)
-			p.idle_before = idle_mark;
-		else if (pol->cfg.wb_idle_age && store_now(pol->st) >= pol->cfg.wb_idle_age)
-			p.idle_before = idle_cutoff(pol, pol->cfg.wb_idle_age);
-		else
-			return;		/* nothing is idle yet */
-	}
-	p.huge_only = req->type == POLICY_WB_HUGE || req->type == POLICY_WB_HUGE_IDLE;
-	writeback_run(pol->wb, &p, &r);
-	log_writeback(pol, "control", false, &r);
-	if (r.pages)
-		store_compact(pol->st);
-	if (r.yielded) {
-		/* Cut short by a full arena: the rest after it (pages already
-		 * written back are no longer candidates). */
-		pthread_mutex_lock(&pol->lock);
-		if (!pol->wb_pending) {
-			pol->wb_req = *req;
-			if (req->max_pages)
-				pol->wb_req.max_pages = req->max_pages > r.pages ?
-							req->max_pages - r.pages : 0;
-			pol->wb_pending = pol->wb_req.max_pages || !req->max_pages;
-		}
-		pthread_mutex_unlock(&pol->lock);
-	}
-}
-
 /* The high watermark: checked every tick, and at once when a write passed it. */
 static void watermark_tick(struct policy *pol)
 {
 	atomic_store(&pol->wb_kicked, false);
 	atomic_store(&pol->urgent, false);
-	if (!pol->cfg.wb_auto || time(NULL) < pol->wb_backoff_until)
+	if (!pol->cfg.wb_auto || writeback_held_back(pol->wb))
 		return;
-	if (arena_used_bytes(pol) > watermark(pol, pol->cfg.wb_high))
-		watermark_writeback(pol, false);
+	if (writeback_above_high(pol->wb))
+		writeback_make_room(pol->wb, false, &pol->stop);
 }
 
 /* The automatic work of a tick: watermark, idle timer, segment compaction. */
 static void auto_writeback(struct policy *pol, bool idle_due)
 {
-	struct writeback_result r;
-
 	watermark_tick(pol);
-	if (!pol->cfg.wb_auto || time(NULL) < pol->wb_backoff_until)
+	if (!pol->cfg.wb_auto || writeback_held_back(pol->wb))
 		return;
-	if (idle_due && pol->cfg.wb_idle_age && store_now(pol->st) >= pol->cfg.wb_idle_age) {
-		struct writeback_pass p = {
-			.idle_before = idle_cutoff(pol, pol->cfg.wb_idle_age),
-			.stop = &pol->stop,
-			.yield = &pol->urgent,
-		};
+	if (idle_due)
+		run_idle_timer(pol, POLICY_WRITEBACK);
+	writeback_compact(pol->wb, WRITEBACK_COMPACT_SEGS, &pol->stop);
+}
 
-		writeback_run(pol->wb, &p, &r);
-		log_writeback(pol, "idle", false, &r);
-		if (r.error)
-			pol->wb_backoff_until = time(NULL) + POLICY_WB_BACKOFF_S;
-		if (r.pages)
-			store_compact(pol->st);
-	}
-	writeback_compact(pol->wb, POLICY_WB_COMPACT_SEGS, &pol->stop);
+/* The first job asked for, or POLICY_NR_JOBS.  Caller holds the lock. */
+static enum policy_job pending_job(const struct policy *pol)
+{
+	int job;
+
+	for (job = 0; job < POLICY_NR_JOBS; job++)
+		if (pol->jobs[job].pending)
+			break;
+	return (enum policy_job)job;
 }
 
 static void *policy_thread(void *arg)
@@ -359,6 +315,7 @@ static void *policy_thread(void *arg)
 	pthread_mutex_lock(&pol->lock);
 	while (!atomic_load(&pol->stop)) {
 		struct timespec until;
+		enum policy_job job;
 		bool idle_due, tick_due;
 
 		/*
@@ -385,29 +342,17 @@ static void *policy_thread(void *arg)
 			pthread_mutex_lock(&pol->lock);
 			continue;
 		}
-		if (!tick_due && pol->recomp_pending) {
-			struct policy_recomp_request req = pol->recomp_req;
+		job = pending_job(pol);
+		if (!tick_due && job < POLICY_NR_JOBS) {
+			struct policy_request req = pol->jobs[job].req;
 			bool marked = pol->idle_marked;
 			uint32_t mark = pol->idle_mark;
 
-			atomic_store(&pol->recomp_running, true);
-			pol->recomp_pending = false;
+			atomic_store(&pol->jobs[job].running, true);
+			pol->jobs[job].pending = false;
 			pthread_mutex_unlock(&pol->lock);
-			run_requested(pol, &req, marked, mark);
-			atomic_store(&pol->recomp_running, false);
-			pthread_mutex_lock(&pol->lock);
-			continue;
-		}
-		if (!tick_due && pol->wb_pending) {
-			struct policy_wb_request req = pol->wb_req;
-			bool marked = pol->idle_marked;
-			uint32_t mark = pol->idle_mark;
-
-			atomic_store(&pol->wb_running, true);
-			pol->wb_pending = false;
-			pthread_mutex_unlock(&pol->lock);
-			run_requested_writeback(pol, &req, marked, mark);
-			atomic_store(&pol->wb_running, false);
+			run_job(pol, job, &req, marked, mark);
+			atomic_store(&pol->jobs[job].running, false);
 			pthread_mutex_lock(&pol->lock);
 			continue;
 		}
@@ -430,22 +375,11 @@ static void *policy_thread(void *arg)
 		maybe_compact(pol);
 		if (idle_due)
 			last_auto = time(NULL);
-		if (pol->cfg.recompress && idle_due) {
-			struct recompress_pass p = {
-				.idle_before = idle_cutoff(pol, pol->cfg.idle_age),
-				.threshold = pol->cfg.threshold,
-				.rate = pol->cfg.rate,
-				.stop = &pol->stop,
-				.yield = &pol->urgent,
-			};
-
-			/* Idle pages only, never ones touched within idle_age. */
-			if (store_now(pol->st) >= pol->cfg.idle_age)
-				run_pass(pol, &p, "idle");
-		}
+		if (pol->cfg.recompress && idle_due)
+			run_idle_timer(pol, POLICY_RECOMPRESS);
 
 		pthread_mutex_lock(&pol->lock);
-		if (pol->recomp_pending || pol->compact_pending || pol->wb_pending ||
+		if (pending_job(pol) < POLICY_NR_JOBS || pol->compact_pending ||
 		    pol->room_wanted != pol->room_done || atomic_load(&pol->wb_kicked) ||
 		    atomic_load(&pol->stop))
 			continue;
@@ -530,16 +464,19 @@ void policy_stop(struct policy *pol)
 	free(pol);
 }
 
-int policy_request_recompress(struct policy *pol, const struct policy_recomp_request *req)
+int policy_request(struct policy *pol, enum policy_job job, const struct policy_request *req)
 {
+	struct job *j = &pol->jobs[job];
 	int err = 0;
 
+	if (job == POLICY_WRITEBACK && !pol->wb)
+		return -EINVAL;
 	pthread_mutex_lock(&pol->lock);
-	if (pol->recomp_pending || atomic_load(&pol->recomp_running)) {
+	if (j->pending || atomic_load(&j->running)) {
 		err = -EBUSY;
 	} else {
-		pol->recomp_req = *req;
-		pol->recomp_pending = true;
+		j->req = *req;
+		j->pending = true;
 		pthread_cond_signal(&pol->wake);
 	}
 	pthread_mutex_unlock(&pol->lock);
@@ -565,34 +502,11 @@ void policy_mark_idle(struct policy *pol, bool all, uint32_t seconds)
 	pthread_mutex_unlock(&pol->lock);
 }
 
-int policy_request_writeback(struct policy *pol, const struct policy_wb_request *req)
-{
-	int err = 0;
-
-	if (!pol->wb)
-		return -EINVAL;
-	pthread_mutex_lock(&pol->lock);
-	if (pol->wb_pending || atomic_load(&pol->wb_running)) {
-		err = -EBUSY;
-	} else {
-		pol->wb_req = *req;
-		pol->wb_pending = true;
-		pthread_cond_signal(&pol->wake);
-	}
-	pthread_mutex_unlock(&pol->lock);
-	return err;
-}
-
 void policy_note_write(struct policy *pol)
 {
-	struct arena_stats as;
-
-	if (!pol->wb || !pol->cfg.wb_auto || atomic_load_explicit(&pol->wb_kicked,
-								   memory_order_relaxed))
-		return;
-	arena_get_stats(store_arena(pol->st), &as);
-	if (!as.limit_bytes ||
-	    as.pages_used * ARENA_PAGE_SIZE <= as.limit_bytes / 100 * pol->cfg.wb_high)
+	if (!pol->wb || !pol->cfg.wb_auto ||
+	    atomic_load_explicit(&pol->wb_kicked, memory_order_relaxed) ||
+	    !writeback_above_high(pol->wb))
 		return;
 	atomic_store(&pol->wb_kicked, true);
 	atomic_store(&pol->urgent, true);
@@ -625,18 +539,25 @@ int policy_make_room(struct policy *pol)
 	return made ? 0 : -ENOSPC;
 }
 
+/* 1 while a job of that kind waits or runs. */
+static bool job_busy(struct policy *pol, enum policy_job job)
+{
+	bool busy;
+
+	pthread_mutex_lock(&pol->lock);
+	busy = pol->jobs[job].pending || atomic_load(&pol->jobs[job].running);
+	pthread_mutex_unlock(&pol->lock);
+	return busy;
+}
+
 void policy_get_stats(struct policy *pol, struct policy_stats *ps)
 {
 	ps->recompress_passes = atomic_load(&pol->passes);
-	pthread_mutex_lock(&pol->lock);
-	ps->recompress_pending = pol->recomp_pending || atomic_load(&pol->recomp_running);
-	pthread_mutex_unlock(&pol->lock);
+	ps->recompress_pending = job_busy(pol, POLICY_RECOMPRESS);
 	ps->compactions = atomic_load(&pol->compactions);
 	ps->has_writeback = pol->wb != NULL;
 	if (pol->wb)
 		writeback_get_stats(pol->wb, &ps->wb);
 	ps->wb_spills = atomic_load(&pol->wb_spills);
-	pthread_mutex_lock(&pol->lock);
-	ps->wb_pending = pol->wb_pending || atomic_load(&pol->wb_running);
-	pthread_mutex_unlock(&pol->lock);
+	ps->wb_pending = job_busy(pol, POLICY_WRITEBACK);
 }

@@ -38,32 +38,27 @@ struct policy_config {
 	/* Writeback; used when the store has a backing file. */
 	bool wb_auto;			/* watermarks, idle timer, full arena */
 	uint32_t wb_idle_age;		/* seconds; 0 = no idle timer */
-	unsigned int wb_high, wb_low;	/* % of mem_limit */
-	struct writeback_config wb;
+	struct writeback_config wb;	/* the watermarks among them */
 };
 
-enum policy_recomp_type {
-	POLICY_RECOMP_ALL,		/* no type= given: every page */
-	POLICY_RECOMP_IDLE,
-	POLICY_RECOMP_HUGE,
-	POLICY_RECOMP_HUGE_IDLE,
+/* The jobs the control file asks for; each runs through one pipeline. */
+enum policy_job {
+	POLICY_RECOMPRESS,
+	POLICY_WRITEBACK,
+	POLICY_NR_JOBS,
 };
 
-struct policy_recomp_request {
-	enum policy_recomp_type type;
-	size_t threshold;		/* 0: recompress.threshold */
-	uint64_t max_pages;		/* 0: no limit */
+/* Which pages a job takes (the control file's type= words). */
+enum policy_select {
+	POLICY_SELECT_ALL,		/* every page (recompress without type=) */
+	POLICY_SELECT_IDLE,		/* idle: as `idle` marked, else idle_age */
+	POLICY_SELECT_HUGE,		/* stored raw */
+	POLICY_SELECT_HUGE_IDLE,
 };
 
-enum policy_wb_type {
-	POLICY_WB_IDLE,
-	POLICY_WB_HUGE,
-	POLICY_WB_HUGE_IDLE,
-	POLICY_WB_ALL,
-};
-
-struct policy_wb_request {
-	enum policy_wb_type type;
+struct policy_request {
+	enum policy_select select;
+	size_t threshold;		/* recompress: 0 = recompress.threshold */
 	uint64_t max_pages;		/* 0: no limit */
 };
 
@@ -83,12 +78,10 @@ struct policy;
 struct policy *policy_start(struct store *st, const struct policy_config *cfg);
 void policy_stop(struct policy *pol);
 
-/* From the control file.  0, or -EBUSY while an asked-for pass is pending,
- * -EINVAL when the store has no recompression codec. */
-int policy_request_recompress(struct policy *pol, const struct policy_recomp_request *req);
+/* From the control file.  0, or -EBUSY while a job of that kind is
+ * pending or running, -EINVAL for writeback without a backing file. */
+int policy_request(struct policy *pol, enum policy_job job, const struct policy_request *req);
 void policy_request_compact(struct policy *pol);
-/* 0, -EBUSY while one is pending, -EINVAL without a backing file. */
-int policy_request_writeback(struct policy *pol, const struct policy_wb_request *req);
 
 /*
  * For the request threads.  policy_note_write(): after a write, wakes the

@@ -43,8 +43,7 @@ static void scan(struct store *st, const struct recompress_pass *p, struct bucke
 		unsigned int k;
 
 		store_slot_info(st, i, &info);
-		if (!info.candidate || info.atime > p->idle_before || info.size <= p->threshold ||
-		    (p->huge_only && !info.huge))
+		if (!store_recomp_eligible(&info, &p->sel, p->threshold))
 			continue;
 		k = info.huge ? RECOMP_NR_BUCKETS - 1 : info.size / RECOMP_BUCKET_BYTES;
 		if (b->n[k] == RECOMP_BUCKET_CAP) {
@@ -103,8 +102,7 @@ int recompress_run(struct store *st, struct store_worker *w, const struct recomp
 			for (j = 0; j < b.n[k] && budget_left(p, res) && !stopped(p); j++) {
 				uint64_t idx = b.idx[(size_t)k * RECOMP_BUCKET_CAP + j];
 
-				switch (store_recompress(st, w, idx, p->idle_before, p->threshold,
-							 p->huge_only)) {
+				switch (store_recompress(st, w, idx, &p->sel, p->threshold)) {
 				case STORE_RECOMP_DONE:
 					res->recompressed++;
 					break;

@@ -17,13 +17,11 @@
 #include <stdbool.h>
 #include <stdint.h>
 
-struct store;
-struct store_worker;
+#include "store.h"
 
 struct recompress_pass {
-	uint32_t idle_before;	/* only pages with atime <= this (store_now clock) */
+	struct store_filter sel;	/* which pages (atimes on the store_now clock) */
 	size_t threshold;	/* least bytes a page must save */
-	bool huge_only;		/* only pages stored raw */
 	uint64_t max_pages;	/* most pages to try; 0 = no limit */
 	uint32_t rate;		/* most pages a second; 0 = no limit */
 	const _Atomic bool *stop;	/* checked between pages; may be NULL */

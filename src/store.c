@@ -678,19 +678,40 @@ static bool slot_recomp_candidate(const struct store *st, const struct slot *s)
 	       (s->codec != st->recomp_codec->id || (s->flags & SLOT_HUGE));
 }
 
-void store_slot_info(struct store *st, uint64_t idx, struct store_slot_info *info)
+/* What the scans see of a slot; caller holds its lock (or owns a copy). */
+static void slot_info(const struct store *st, const struct slot *s, struct store_slot_info *info)
 {
-	pthread_mutex_t *lock = slot_lock(st, idx);
-	const struct slot *s = &st->slots[idx];
-
-	pthread_mutex_lock(lock);
 	info->candidate = slot_recomp_candidate(st, s);
 	info->in_arena = s->state == SLOT_ARENA;
 	info->on_backing = s->state == SLOT_BACKING;
 	info->huge = s->flags & SLOT_HUGE;
 	info->size = s->size;
 	info->atime = s->atime;
+}
+
+void store_slot_info(struct store *st, uint64_t idx, struct store_slot_info *info)
+{
+	pthread_mutex_t *lock = slot_lock(st, idx);
+
+	pthread_mutex_lock(lock);
+	slot_info(st, &st->slots[idx], info);
 	pthread_mutex_unlock(lock);
+}
+
+static bool filter_takes(const struct store_slot_info *info, const struct store_filter *f)
+{
+	return info->atime <= f->idle_before && (!f->huge_only || info->huge);
+}
+
+bool store_wb_eligible(const struct store_slot_info *info, const struct store_filter *f)
+{
+	return info->in_arena && filter_takes(info, f);
+}
+
+bool store_recomp_eligible(const struct store_slot_info *info, const struct store_filter *f,
+			   size_t threshold)
+{
+	return info->candidate && filter_takes(info, f) && info->size > threshold;
 }
 
 /*
@@ -721,11 +742,12 @@ static void recomp_done(struct store *st, uint64_t idx, bool mark)
 }
 
 enum store_recomp_result store_recompress(struct store *st, struct store_worker *w,
-					  uint64_t idx, uint32_t idle_before, size_t threshold,
-					  bool huge_only)
+					  uint64_t idx, const struct store_filter *f,
+					  size_t threshold)
 {
 	pthread_mutex_t *lock = slot_lock(st, idx);
 	struct slot then, new, old;
+	struct store_slot_info info;
 	uint64_t handle;
 	int clen, err;
 
@@ -734,8 +756,8 @@ enum store_recomp_result store_recompress(struct store *st, struct store_worker 
 	/* Read the page under the lock, compress it without. */
 	pthread_mutex_lock(lock);
 	then = st->slots[idx];
-	if (!slot_recomp_candidate(st, &then) || then.atime > idle_before ||
-	    (huge_only && !(then.flags & SLOT_HUGE)) || then.size <= threshold) {
+	slot_info(st, &then, &info);
+	if (!store_recomp_eligible(&info, f, threshold)) {
 		pthread_mutex_unlock(lock);
 		return STORE_RECOMP_NOT_ELIGIBLE;
 	}
@@ -837,12 +859,7 @@ static int wb_stage_locked(struct store *st, uint64_t idx, struct slot *s, const
 	return 0;
 }
 
-bool store_wb_eligible(const struct store_slot_info *info, const struct store_wb_filter *f)
-{
-	return info->in_arena && info->atime <= f->idle_before && (!f->huge_only || info->huge);
-}
-
-int store_wb_stage_page(struct store *st, uint64_t idx, const struct store_wb_filter *f,
+int store_wb_stage_page(struct store *st, uint64_t idx, const struct store_filter *f,
 			struct store_wb_entry *e)
 {
 	pthread_mutex_t *lock = slot_lock(st, idx);
@@ -853,9 +870,7 @@ int store_wb_stage_page(struct store *st, uint64_t idx, const struct store_wb_fi
 	if (!st->backing || idx >= st->nr_pages)
 		return 1;
 	pthread_mutex_lock(lock);
-	info.in_arena = s->state == SLOT_ARENA;
-	info.huge = s->flags & SLOT_HUGE;
-	info.atime = s->atime;
+	slot_info(st, s, &info);
 	if (store_wb_eligible(&info, f))
 		ret = wb_stage_locked(st, idx, s, arena_map(st->arena, s->loc), e);
 	pthread_mutex_unlock(lock);

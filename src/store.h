@@ -16,9 +16,43 @@
  * under the slot lock, so two partial writes to one page cannot lose each
  * other's bytes; swap never issues them, so their cost does not matter.
  *
- * Lock order: slot lock (striped mutexes) -> arena class lock -> arena page
- * lock; store->counters_lock is a leaf.  arena_compact calls back into the
- * store with a class lock held and therefore only try-locks slots.
+ * Lock order, for the whole daemon (every other file points here).  A lock
+ * may be taken while holding only locks above it:
+ *
+ *   slot stripe		store.c: slot_locks[idx % STORE_LOCK_STRIPES]
+ *     -> arena class lock	arena.c: cls->lock (arena_alloc under a slot
+ *				lock: partial pages, promotion)
+ *       -> a larger class's lock	only compaction's spilling (arena_compact)
+ *				holds two: always in ascending class order
+ *       -> arena refill_lock	arena.c: refills and trims, one at a time;
+ *				held across mmap/mlock, so taken under a class
+ *				lock only outside reserve mode
+ *         -> arena page_lock	arena.c: chunks, the descriptor pool
+ *     -> backing lock		backing.c: b->lock, through backing_read()
+ *				and backing_append() under a slot lock
+ *     -> counters_lock		store.c: the stats counters
+ *   writeback lock		writeback.c: wb->lock, its stats and budget
+ *   policy lock		policy.c: pol->lock, its queue and make-room
+ *   log ring lock		log.c: ring.lock
+ *
+ * The last four and counters_lock are leaves: nothing is taken under them
+ * (policy.lock only signals condition variables).  What else holds up a
+ * lock holder, without being a lock:
+ *   - a slot stripe is held across a backing-file pread (a read of a
+ *     written-back page, store.c: backing_load_locked), and across sealing
+ *     or opening an object (a seal context, seal.h, belongs to one thread:
+ *     the writer's to the writeback thread, a reader's to its
+ *     store_worker; neither waits for anyone);
+ *   - b->lock is never held across I/O or sealing (backing.c, Locking);
+ *     dead segments found by a request thread are only marked, and the
+ *     policy thread punches them with no lock held (backing_reap(), the
+ *     deferred punch);
+ *   - the reserve's low hook (reserve.c) runs under an arena lock on a
+ *     request thread and only writes an eventfd; the reserve thread takes
+ *     refill_lock -> page_lock, and never a slot or class lock.
+ * Against the order: arena_compact() calls the store back (store_migrate)
+ * with a class lock held, so it only try-locks the slot, and skips the
+ * object when that fails.  arena_free() is called with no slot lock held.
  */
 #ifndef ZSWAPFS_STORE_H
 #define ZSWAPFS_STORE_H
@@ -30,12 +64,16 @@
 
 #include "arena.h"
 #include "codec.h"
+#include "page.h"
 
 struct backing;
 struct backing_reader;
 
-#define STORE_PAGE_SIZE		4096u
-#define STORE_PAGE_SHIFT	12
+#define STORE_PAGE_SIZE		ZS_PAGE_SIZE	/* page.h */
+#define STORE_PAGE_SHIFT	ZS_PAGE_SHIFT
+/* A page decompresses into the codecs' unit and is stored in arena pages. */
+_Static_assert(STORE_PAGE_SIZE == CODEC_PAGE_SIZE && STORE_PAGE_SIZE == ARENA_PAGE_SIZE,
+	       "one page size: page.h");
 /*
  * Pages that do not compress below this (13/16 of a page) are stored raw:
  * decompressing them would cost time and save little.  Measured with
@@ -134,7 +172,7 @@ void store_set_make_room(struct store *st, int (*fn)(void *arg), void *arg);
  */
 int store_discard(struct store *st, struct store_worker *w, uint64_t off, uint64_t len);
 
-/* What the recompression scan needs to know of a slot. */
+/* What the writeback and recompression scans need to know of a slot. */
 struct store_slot_info {
 	bool candidate;		/* in the arena, not yet tried with the recompress codec */
 	bool in_arena;
@@ -149,6 +187,22 @@ uint32_t store_now(const struct store *st);
 uint64_t store_nr_pages(const struct store *st);
 void store_slot_info(struct store *st, uint64_t idx, struct store_slot_info *info);
 
+/* Which pages a pass takes: writeback and recompression select alike. */
+struct store_filter {
+	uint32_t idle_before;	/* only pages with atime <= this */
+	bool huge_only;		/* only pages stored raw */
+};
+
+/*
+ * The one test of each kind of pass, on what store_slot_info() said (a
+ * scan, which may be stale) or on the slot under its lock (the store, when
+ * it stages or recompresses the page): a writeback candidate under f; a
+ * recompression candidate under f that can save threshold bytes.
+ */
+bool store_wb_eligible(const struct store_slot_info *info, const struct store_filter *f);
+bool store_recomp_eligible(const struct store_slot_info *info, const struct store_filter *f,
+			   size_t threshold);
+
 enum store_recomp_result {
 	STORE_RECOMP_DONE,		/* smaller result stored */
 	STORE_RECOMP_SKIPPED,		/* saved less than threshold: marked, not retried */
@@ -160,7 +214,7 @@ enum store_recomp_result {
 
 /*
  * Recompress page idx with the recompression codec (store_params) if it is
- * idle (atime <= idle_before) and, with huge_only, stored raw.  The new
+ * eligible (store_recomp_eligible() under f and threshold).  The new
  * result is kept only if it saves at least threshold bytes; a page that
  * does not improve is marked so that it is not tried again until it is
  * rewritten.  The slot lock is not held across compression: a page read,
@@ -168,8 +222,8 @@ enum store_recomp_result {
  * (STORE_RECOMP_RACED), and a read always gets the current data.
  */
 enum store_recomp_result store_recompress(struct store *st, struct store_worker *w,
-					  uint64_t idx, uint32_t idle_before, size_t threshold,
-					  bool huge_only);
+					  uint64_t idx, const struct store_filter *f,
+					  size_t threshold);
 
 /*
  * Writeback: moving objects to the backing file (store_params.backing).
@@ -191,20 +245,12 @@ struct store_wb_entry {
 	uint16_t len;
 };
 
-struct store_wb_filter {
-	uint32_t idle_before;	/* only pages with atime <= this */
-	bool huge_only;		/* only pages stored raw */
-};
-
-/* A slot described by info is a writeback candidate under filter f. */
-bool store_wb_eligible(const struct store_slot_info *info, const struct store_wb_filter *f);
-
 /*
  * Stage page idx if it is in the arena and passes f.  Returns 0 (staged, *e
  * filled), 1 (not eligible), or backing_append's error: -ENOSPC when the
  * open segment is full (flush, commit, then stage again).
  */
-int store_wb_stage_page(struct store *st, uint64_t idx, const struct store_wb_filter *f,
+int store_wb_stage_page(struct store *st, uint64_t idx, const struct store_filter *f,
 			struct store_wb_entry *e);
 /* Stage the object at backing location from (len bytes of data, read from
  * its segment) if slot idx still points to it.  Returns as above. */

@@ -18,6 +18,7 @@
 #include <unistd.h>
 
 #include "log.h"
+#include "page.h"
 #include "uring.h"
 
 /* The command ABI (Linux 6.14+, protocol 7.42; Debian 12's headers predate
@@ -117,7 +118,7 @@ struct uring_queue *uring_queue_create(int fuse_fd, unsigned int qid, unsigned i
 	q->fuse_fd = fuse_fd;
 	q->qid = qid;
 	q->depth = depth;
-	q->payload_size = payload_size = round_up(payload_size, 4096);
+	q->payload_size = payload_size = round_up(payload_size, ZS_PAGE_SIZE);
 	_Static_assert(PREFIX_ROOM >= sizeof(struct fuse_in_header) + URING_HEADER_AREA,
 		       "room for the request's headers before the payload");
 	/* One answer and one stop poll per entry at most in flight; the
@@ -469,7 +470,7 @@ static ssize_t session_writev(int fd, struct iovec *iov, int count, void *userda
 		if (session.wanted && !uring_init_reply_flags(iov[1].iov_base, iov[1].iov_len))
 			session.wanted = false;
 		if (iov[1].iov_len >= offsetof(struct fuse_init_out, max_pages) + sizeof(o->max_pages))
-			session.payload_size = (size_t)o->max_pages * 4096;
+			session.payload_size = (size_t)o->max_pages * ZS_PAGE_SIZE;
 		if (session.payload_size < o->max_write)
 			session.payload_size = o->max_write;
 	}

@@ -6,6 +6,7 @@
 #include <time.h>
 
 #include "backing.h"
+#include "log.h"
 #include "store.h"
 #include "writeback.h"
 
@@ -14,6 +15,11 @@
 /* Most objects a segment can hold: the smallest is 32 bytes with its header. */
 #define WB_BATCH_MAX		(BACKING_SEG_SIZE / 32)
 #define DAY_S			86400
+/* After the backing file failed or filled, automatic writeback waits this
+ * long before it tries again. */
+#define WB_BACKOFF_S		5
+/* Watermark rounds (write back, compact the arena) per make-room. */
+#define WB_ROUNDS		4
 
 struct writeback {
 	struct store *st;
@@ -26,11 +32,16 @@ struct writeback {
 	void *segbuf;			/* a whole segment, for compaction */
 	struct backing_reader *reader;	/* to open its objects */
 
-	pthread_mutex_t lock;		/* guards the fields below, for stats readers */
+	pthread_mutex_t lock;		/* guards the fields below, for stats readers;
+					 * a leaf (lock order: store.h) */
 	struct writeback_stats stats;
 	/* The daily budget: refilled at daily_limit / DAY_S bytes a second. */
 	struct timespec refilled;
 	double budget;			/* bytes */
+
+	/* Automatic writeback; the writer's own. */
+	time_t backoff_until;
+	int last_err;			/* last failure logged; 0 once it works again */
 };
 
 static void set_status(struct writeback *wb, enum writeback_status s)
@@ -214,7 +225,7 @@ static int stage_or_flush(struct writeback *wb, struct writeback_result *res,
 
 struct page_arg {
 	uint64_t idx;
-	const struct store_wb_filter *f;
+	const struct store_filter *f;
 };
 
 static int stage_page(struct writeback *wb, const void *arg, struct store_wb_entry *e)
@@ -228,7 +239,7 @@ static int stage_page(struct writeback *wb, const void *arg, struct store_wb_ent
  * The access time at or below which at least goal bytes of eligible pages
  * lie (UINT32_MAX when all of them together hold less).
  */
-static uint32_t coldest_cutoff(struct writeback *wb, const struct store_wb_filter *f,
+static uint32_t coldest_cutoff(struct writeback *wb, const struct store_filter *f,
 			       uint64_t goal)
 {
 	uint64_t bytes[WB_BUCKETS] = { 0 }, sum = 0, nr = store_nr_pages(wb->st), idx;
@@ -252,7 +263,7 @@ static uint32_t coldest_cutoff(struct writeback *wb, const struct store_wb_filte
 int writeback_run(struct writeback *wb, const struct writeback_pass *p,
 		  struct writeback_result *res)
 {
-	struct store_wb_filter f = { .idle_before = p->idle_before, .huge_only = p->huge_only };
+	struct store_filter f = p->sel;
 	struct page_arg pa = { .f = &f };
 	uint64_t nr = store_nr_pages(wb->st);
 	int err = 0;
@@ -355,6 +366,94 @@ unsigned int writeback_compact(struct writeback *wb, unsigned int max_segments,
 	if (err)
 		set_status(wb, err == -EDQUOT ? WRITEBACK_LIMIT : status_of(err));
 	return done;
+}
+
+/* ---- automatic writeback ------------------------------------------------------ */
+
+/*
+ * Passes asked for (control, idle timer) are logged; watermark rounds, which
+ * come every second under pressure, are not.  A failure is logged once
+ * until writeback works again.
+ */
+static void log_result(struct writeback *wb, const char *why, bool quiet,
+		       const struct writeback_result *r)
+{
+	if (r->error && r->error != wb->last_err)
+		log_warn("writeback (%s) stopped: %s; %llu pages stay in RAM", why,
+			 r->error == -EDQUOT ? "writeback.daily_limit reached" :
+					       strerror(-r->error),
+			 (unsigned long long)r->kept_in_ram);
+	else if (r->pages && !quiet)
+		log_info("writeback (%s): %llu pages, %llu bytes", why,
+			 (unsigned long long)r->pages, (unsigned long long)r->bytes);
+	if (r->error || r->pages)
+		wb->last_err = r->error;
+}
+
+void writeback_run_logged(struct writeback *wb, const struct writeback_pass *p, const char *why,
+			  unsigned int flags, struct writeback_result *res)
+{
+	writeback_run(wb, p, res);
+	log_result(wb, why, false, res);
+	if (res->error && (flags & WRITEBACK_AUTO))
+		wb->backoff_until = time(NULL) + WB_BACKOFF_S;
+	if (res->pages)
+		store_compact(wb->st);
+}
+
+bool writeback_held_back(const struct writeback *wb)
+{
+	return time(NULL) < wb->backoff_until;
+}
+
+/* pct % of limit in bytes; UINT64_MAX without a limit (never passed). */
+static uint64_t watermark(uint64_t limit, unsigned int pct)
+{
+	return limit ? limit / 100 * pct : UINT64_MAX;
+}
+
+bool writeback_above_high(struct writeback *wb)
+{
+	uint64_t limit, used = arena_used_bytes(store_arena(wb->st), &limit);
+
+	return used > watermark(limit, wb->cfg.high_watermark);
+}
+
+/* Writing objects back frees room inside spans; compaction of the arena
+ * then gives whole pages back. */
+bool writeback_make_room(struct writeback *wb, bool urgent, const _Atomic bool *stop)
+{
+	struct arena *a = store_arena(wb->st);
+	uint64_t limit, used = arena_used_bytes(a, &limit);
+	uint64_t low = watermark(limit, wb->cfg.low_watermark);
+	struct writeback_result r;
+	bool progress = false;
+	int round;
+
+	if (low == UINT64_MAX)
+		return false;	/* no mem_limit: no watermarks, and never full */
+	for (round = 0; round < WB_ROUNDS && (used > low || (urgent && !progress)); round++) {
+		struct writeback_pass p = {
+			.sel.idle_before = UINT32_MAX,
+			.goal_bytes = used > low ? used - low : 256 * STORE_PAGE_SIZE,
+			.stop = stop,
+		};
+
+		writeback_run(wb, &p, &r);
+		/* A file full of sparse segments: compact it and try again. */
+		if (r.error == -ENOSPC && !r.pages &&
+		    writeback_compact(wb, WRITEBACK_COMPACT_SEGS, stop))
+			continue;
+		log_result(wb, urgent ? "arena full" : "watermark", true, &r);
+		if (r.error)
+			wb->backoff_until = time(NULL) + WB_BACKOFF_S;
+		if (!r.pages)
+			break;
+		progress = true;
+		store_compact(wb->st);
+		used = arena_used_bytes(a, &limit);
+	}
+	return progress;
 }
 
 /* ---- stats ---------------------------------------------------------------------- */

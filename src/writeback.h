@@ -19,8 +19,14 @@
  * refills continuously at daily_limit per 24 h (so a burst may use a day's
  * budget at once, as zram's writeback_limit allows, but never more).
  *
+ * Automatic writeback (the second half of this file) decides how much:
+ * past writeback.high_watermark of mem_limit, the coldest pages go until
+ * the arena is below the low watermark; when a write finds the arena full,
+ * until anything was freed.  The policy thread decides when (policy.h).
+ *
  * One thread at a time (the policy thread): the backing file has a single
- * writer.  writeback_get_stats() may be called from any thread.
+ * writer.  writeback_get_stats() and writeback_above_high() may be called
+ * from any thread.
  */
 #ifndef ZSWAPFS_WRITEBACK_H
 #define ZSWAPFS_WRITEBACK_H
@@ -29,16 +35,22 @@
 #include <stdbool.h>
 #include <stdint.h>
 
-struct store;
+#include "store.h"
+
 
 struct writeback_config {
 	uint64_t daily_limit;		/* bytes a day; 0 = no limit */
 	unsigned int compact_threshold;	/* % live below which a segment is rewritten; 0 = never */
+	unsigned int high_watermark;	/* % of mem_limit (none without a mem_limit) */
+	unsigned int low_watermark;
 };
 
+/* Backing-file segments compacted at a time at most: a segment costs a
+ * 1 MiB read and up to 1 MiB of writes. */
+#define WRITEBACK_COMPACT_SEGS	8
+
 struct writeback_pass {
-	uint32_t idle_before;		/* only pages with atime <= this */
-	bool huge_only;			/* only pages stored raw */
+	struct store_filter sel;	/* which pages */
 	uint64_t goal_bytes;		/* coldest first until this many object bytes
 					 * left the arena; 0 = every eligible page */
 	uint64_t max_pages;		/* 0 = no limit */
@@ -87,6 +99,30 @@ int writeback_run(struct writeback *wb, const struct writeback_pass *p,
  * number of segments emptied. */
 unsigned int writeback_compact(struct writeback *wb, unsigned int max_segments,
 			       const _Atomic bool *stop);
+
+/* ---- automatic writeback ---- */
+
+/*
+ * Run p as the policy does: log it as `why` (passes asked for and the idle
+ * timer's; failures once until writeback works again), give back the arena
+ * pages it emptied, and with WRITEBACK_AUTO hold automatic writeback back
+ * for a while after a failure (writeback_held_back()).
+ */
+#define WRITEBACK_AUTO		1u
+void writeback_run_logged(struct writeback *wb, const struct writeback_pass *p, const char *why,
+			  unsigned int flags, struct writeback_result *res);
+/* The arena has passed the high watermark (two atomic loads). */
+bool writeback_above_high(struct writeback *wb);
+/*
+ * Write the coldest pages back until the arena is below the low watermark
+ * or, urgent (a write found the arena full), until anything was freed;
+ * compact the arena after each round, and the backing file when it is full
+ * of sparse segments.  Returns whether any page left the arena.
+ */
+bool writeback_make_room(struct writeback *wb, bool urgent, const _Atomic bool *stop);
+/* Automatic writeback failed a moment ago: wait before trying again (a
+ * full arena still asks at once). */
+bool writeback_held_back(const struct writeback *wb);
 
 void writeback_get_stats(struct writeback *wb, struct writeback_stats *ws);
 const char *writeback_status_name(enum writeback_status s);

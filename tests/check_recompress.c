@@ -17,6 +17,9 @@
 #include "store.h"
 #include "testutil.h"
 
+/* Every page, whatever its age or size. */
+static const struct store_filter every_page = { .idle_before = UINT32_MAX };
+
 /* `noise` random bytes, then text that zstd packs better than lz4: the
  * noise sets the compressed size, the text the saving. */
 static void fill_page(unsigned char *p, size_t noise, uint64_t seed)
@@ -85,7 +88,7 @@ START_TEST(test_largest_first)
 	struct store_worker *w = make_worker(st);
 	unsigned char *ref = malloc(pages * PG);
 	uint16_t before[3 * 40];
-	struct recompress_pass p = { .idle_before = UINT32_MAX, .threshold = 16, .max_pages = per };
+	struct recompress_pass p = { .sel = every_page, .threshold = 16, .max_pages = per };
 	struct recompress_result r;
 	uint64_t i;
 
@@ -122,7 +125,7 @@ START_TEST(test_yield)
 	struct store_worker *w = make_worker(st);
 	unsigned char *ref = malloc(pages * PG);
 	_Atomic bool urgent = true;
-	struct recompress_pass p = { .idle_before = UINT32_MAX, .threshold = 16,
+	struct recompress_pass p = { .sel = every_page, .threshold = 16,
 				     .yield = &urgent };
 	struct recompress_result r;
 	uint64_t i;
@@ -148,7 +151,7 @@ START_TEST(test_threshold_and_marks)
 {
 	struct store *st = make_store(8);
 	struct store_worker *w = make_worker(st);
-	struct recompress_pass p = { .idle_before = UINT32_MAX, .threshold = 2000 };
+	struct recompress_pass p = { .sel = every_page, .threshold = 2000 };
 	struct recompress_result r;
 	struct store_counters c;
 	unsigned char page[PG], noise[PG];
@@ -206,7 +209,7 @@ START_TEST(test_idle_and_huge)
 	ck_assert_int_eq(store_write(st, w, PG, young, PG), 0);
 	ck_assert_uint_gt(store_now(st), t_old);
 
-	p.idle_before = t_old;
+	p.sel.idle_before = t_old;
 	ck_assert_int_eq(recompress_run(st, w, &p, &r), 0);
 	ck_assert_uint_eq(r.recompressed, 1);
 	ck_assert_uint_lt(slot_size(st, 0), 4096);
@@ -218,7 +221,7 @@ START_TEST(test_idle_and_huge)
 		sleep(1);
 		sleep(1);
 		check_page(st, w, 1, young);
-		p.idle_before = t_young + 1;
+		p.sel.idle_before = t_young + 1;
 		ck_assert_int_eq(recompress_run(st, w, &p, &r), 0);
 		ck_assert_uint_eq(r.tried, 0);
 	}
@@ -227,8 +230,8 @@ START_TEST(test_idle_and_huge)
 	 * is marked when zstd cannot shrink it either. */
 	fill_random(raw, PG);
 	ck_assert_int_eq(store_write(st, w, 2 * PG, raw, PG), 0);
-	p.idle_before = UINT32_MAX;
-	p.huge_only = true;
+	p.sel.idle_before = UINT32_MAX;
+	p.sel.huge_only = true;
 	ck_assert_int_eq(recompress_run(st, w, &p, &r), 0);
 	ck_assert_uint_eq(r.tried, 1);		/* only the raw page */
 	ck_assert_uint_eq(r.skipped, 1);	/* random: incompressible, marked */
@@ -296,7 +299,7 @@ static void *conc_recompress(void *arg)
 {
 	struct conc *c = arg;
 	struct store_worker *w = make_worker(c->st);
-	struct recompress_pass p = { .idle_before = UINT32_MAX, .threshold = 16,
+	struct recompress_pass p = { .sel = every_page, .threshold = 16,
 				     .stop = c->stop };
 	struct recompress_result r;
 
@@ -334,7 +337,7 @@ static void *aba_recompress(void *arg)
 	struct store_worker *w = make_worker(a->st);
 
 	while (!atomic_load(&a->stop)) {
-		switch (store_recompress(a->st, w, 0, UINT32_MAX, 16, false)) {
+		switch (store_recompress(a->st, w, 0, &every_page, 16)) {
 		case STORE_RECOMP_DONE:
 			atomic_fetch_add(&a->done, 1);
 			break;

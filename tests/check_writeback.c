@@ -47,6 +47,9 @@
 #define SEG BACKING_SEG_SIZE
 #define MIB (1024u * 1024u)
 
+/* Every page, whatever its age or size. */
+static const struct store_filter every_page = { .idle_before = UINT32_MAX };
+
 /* Like ck_assert, without a checkpoint syscall per check in long loops. */
 #define require(expr)								\
 	do {									\
@@ -306,7 +309,7 @@ static void pass(struct env *e, uint32_t idle_before, bool huge_only, uint64_t g
 		 uint64_t max_pages, struct writeback_result *r)
 {
 	struct writeback_pass p = {
-		.idle_before = idle_before, .huge_only = huge_only,
+		.sel = { .idle_before = idle_before, .huge_only = huge_only },
 		.goal_bytes = goal, .max_pages = max_pages,
 	};
 
@@ -603,7 +606,7 @@ START_TEST(test_stage_changes_before_commit)
 {
 	const uint64_t pages = 2048;
 	struct env_opts o = { .pages = pages, .recomp = "zstd" };
-	struct store_wb_filter f = { .idle_before = UINT32_MAX };
+	struct store_filter f = { .idle_before = UINT32_MAX };
 	struct store_wb_entry *ent = calloc(pages, sizeof(*ent));
 	struct store_wb_commit_result cr;
 	struct backing_stats bs;
@@ -640,7 +643,7 @@ START_TEST(test_stage_changes_before_commit)
 	memset(buf, 'p', 100);
 	patch(&e, 24 * PG + 4000, buf, 96);		/* patched */
 	discard(&e, 32 * PG + 100, 200);		/* partly discarded */
-	ck_assert_int_eq(store_recompress(e.st, e.w, 40, UINT32_MAX, 0, false),
+	ck_assert_int_eq(store_recompress(e.st, e.w, 40, &every_page, 0),
 			 STORE_RECOMP_DONE);		/* recompressed */
 	put(&e, 56, K_SAME, 1);				/* same-filled now */
 	memcpy(buf, e.ref + 64 * PG, PG);
@@ -695,7 +698,7 @@ START_TEST(test_commit_unwritten)
 {
 	const uint64_t pages = 200;
 	struct env_opts o = { .pages = pages };
-	struct store_wb_filter f = { .idle_before = UINT32_MAX };
+	struct store_filter f = { .idle_before = UINT32_MAX };
 	struct store_wb_entry ent[200];
 	struct store_wb_commit_result cr;
 	struct backing_stats bs;
@@ -908,7 +911,7 @@ START_TEST(test_yield)
 	const uint64_t pages = 100;
 	struct env_opts o = { .pages = pages };
 	_Atomic bool urgent = true;
-	struct writeback_pass p = { .idle_before = UINT32_MAX, .yield = &urgent };
+	struct writeback_pass p = { .sel = every_page, .yield = &urgent };
 	struct writeback_result r;
 	struct env e;
 	uint64_t i;
@@ -1513,7 +1516,7 @@ static void *conc_writer(void *arg)
 	uint64_t x = 99, i = 0;
 
 	while (!atomic_load(&c->stop)) {
-		struct writeback_pass p = { .idle_before = UINT32_MAX, .stop = &c->stop };
+		struct writeback_pass p = { .sel = every_page, .stop = &c->stop };
 		struct writeback_result r;
 
 		switch (i++ % 5) {
@@ -1524,7 +1527,7 @@ static void *conc_writer(void *arg)
 			p.goal_bytes = 64 * 1024;
 			break;
 		case 2:
-			p.huge_only = true;
+			p.sel.huge_only = true;
 			break;
 		case 3:
 			c->compacted += writeback_compact(e->wb, 2, &c->stop);
@@ -1551,8 +1554,8 @@ static void *conc_recompressor(void *arg)
 	uint64_t x = 7;
 
 	while (!atomic_load(&c->stop))
-		c->recompressed += store_recompress(e->st, w, xs(&x) % CONC_PAGES, UINT32_MAX, 0,
-						    false) == STORE_RECOMP_DONE;
+		c->recompressed += store_recompress(e->st, w, xs(&x) % CONC_PAGES, &every_page,
+						    0) == STORE_RECOMP_DONE;
 	free_worker(w);
 	return NULL;
 }
@@ -1642,7 +1645,7 @@ struct room {
 static int room_hook(void *arg)
 {
 	struct room *rm = arg;
-	struct writeback_pass p = { .idle_before = UINT32_MAX, .goal_bytes = 32 * PG };
+	struct writeback_pass p = { .sel = every_page, .goal_bytes = 32 * PG };
 	struct writeback_result r;
 
 	rm->calls++;
