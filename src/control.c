@@ -37,6 +37,34 @@ static int parse_u64(const char *text, uint64_t max, uint64_t *out)
 	return 0;
 }
 
+/*
+ * The words that select pages, for recompress's type= and writeback's
+ * first word; "all" only where allow_all (recompress takes every page when
+ * no type is given, and has no word for it).
+ */
+static int parse_select(const char *word, bool allow_all, enum policy_select *out)
+{
+	static const struct {
+		const char *name;
+		enum policy_select select;
+	} words[] = {
+		{ "idle", POLICY_SELECT_IDLE },
+		{ "huge", POLICY_SELECT_HUGE },
+		{ "huge_idle", POLICY_SELECT_HUGE_IDLE },
+		{ "all", POLICY_SELECT_ALL },
+	};
+	size_t i;
+
+	for (i = 0; i < sizeof(words) / sizeof(words[0]); i++)
+		if (!strcmp(word, words[i].name)) {
+			if (words[i].select == POLICY_SELECT_ALL && !allow_all)
+				break;
+			*out = words[i].select;
+			return 0;
+		}
+	return -EINVAL;
+}
+
 static int parse_compact(int argc, char **argv, struct control_req *req)
 {
 	req->op = CONTROL_COMPACT;
@@ -62,14 +90,6 @@ static int parse_idle(int argc, char **argv, struct control_req *req)
 /* recompress [type=idle|huge|huge_idle] [threshold=BYTES] [max_pages=N] */
 static int parse_recompress(int argc, char **argv, struct control_req *req)
 {
-	static const struct {
-		const char *name;
-		enum policy_select type;
-	} types[] = {
-		{ "idle", POLICY_SELECT_IDLE },
-		{ "huge", POLICY_SELECT_HUGE },
-		{ "huge_idle", POLICY_SELECT_HUGE_IDLE },
-	};
 	bool seen_type = false, seen_threshold = false, seen_max = false;
 	const char *v;
 	int i;
@@ -78,14 +98,8 @@ static int parse_recompress(int argc, char **argv, struct control_req *req)
 	req->recomp.select = POLICY_SELECT_ALL;
 	for (i = 0; i < argc; i++) {
 		if ((v = arg_value(argv[i], "type")) && !seen_type) {
-			size_t t;
-
-			for (t = 0; t < sizeof(types) / sizeof(types[0]); t++)
-				if (!strcmp(v, types[t].name))
-					break;
-			if (t == sizeof(types) / sizeof(types[0]))
+			if (parse_select(v, false, &req->recomp.select))
 				return -EINVAL;
-			req->recomp.select = types[t].type;
 			seen_type = true;
 		} else if ((v = arg_value(argv[i], "threshold")) && !seen_threshold) {
 			uint64_t bytes;
@@ -109,25 +123,11 @@ static int parse_recompress(int argc, char **argv, struct control_req *req)
 /* writeback idle|huge|huge_idle|all [max_pages=N] */
 static int parse_writeback(int argc, char **argv, struct control_req *req)
 {
-	static const struct {
-		const char *name;
-		enum policy_select type;
-	} types[] = {
-		{ "idle", POLICY_SELECT_IDLE },
-		{ "huge", POLICY_SELECT_HUGE },
-		{ "huge_idle", POLICY_SELECT_HUGE_IDLE },
-		{ "all", POLICY_SELECT_ALL },
-	};
 	const char *v;
-	size_t t;
 
 	req->op = CONTROL_WRITEBACK;
-	for (t = 0; t < sizeof(types) / sizeof(types[0]); t++)
-		if (!strcmp(argv[0], types[t].name))
-			break;
-	if (t == sizeof(types) / sizeof(types[0]))
+	if (parse_select(argv[0], true, &req->wb.select))
 		return -EINVAL;
-	req->wb.select = types[t].type;
 	if (argc == 2) {
 		v = arg_value(argv[1], "max_pages");
 		if (!v || parse_u64(v, UINT64_MAX, &req->wb.max_pages) || req->wb.max_pages == 0)
