@@ -12,6 +12,7 @@
 
 #include "log.h"
 #include "memcg.h"
+#include "mountinfo.h"
 
 #define PROC_CGROUP	"/proc/self/cgroup"
 #define MOUNTINFO	"/proc/self/mountinfo"
@@ -137,23 +138,6 @@ static int read_proc_cgroup(const char *file, char *v1, char *v2, char *err, siz
 	return ret;
 }
 
-/* Undo mountinfo's octal escapes (\040 for a space) in place. */
-static void unescape(char *s)
-{
-	char *d = s;
-
-	while (*s) {
-		if (s[0] == '\\' && s[1] >= '0' && s[1] <= '3' && s[2] >= '0' && s[2] <= '7' &&
-		    s[3] >= '0' && s[3] <= '7') {
-			*d++ = (char)((s[1] - '0') << 6 | (s[2] - '0') << 3 | (s[3] - '0'));
-			s += 4;
-		} else {
-			*d++ = *s++;
-		}
-	}
-	*d = '\0';
-}
-
 /*
  * The first mount of the v1 memory hierarchy (fstype cgroup, "memory" in
  * its super options) or of cgroup2: its mount point and the cgroup it
@@ -191,8 +175,8 @@ static int find_mount(const char *file, bool v2, char *point, char *mroot)
 		if (i < 6 || !field[4] || strlen(field[3]) >= PATH_MAX ||
 		    strlen(field[4]) >= PATH_MAX)
 			continue;
-		unescape(field[3]);
-		unescape(field[4]);
+		mountinfo_unescape(field[3]);
+		mountinfo_unescape(field[4]);
 		strcpy(mroot, field[3]);
 		strcpy(point, field[4]);
 		ret = 0;

@@ -16,6 +16,7 @@
 
 #include "log.h"
 #include "memcg.h"
+#include "mountinfo.h"
 #include "unmounter.h"
 
 /*
@@ -32,23 +33,6 @@ struct unmounter_msg {
 	char op;		/* 'U': unmount, lazily if busy; 'u': only if not busy */
 	char pad[7];
 };
-
-/* mountinfo writes space, tab, newline and backslash as \ooo */
-static void unescape(char *s)
-{
-	char *d = s;
-
-	while (*s) {
-		if (s[0] == '\\' && s[1] >= '0' && s[1] <= '3' && s[2] >= '0' && s[2] <= '7' &&
-		    s[3] >= '0' && s[3] <= '7') {
-			*d++ = (char)((s[1] - '0') * 64 + (s[2] - '0') * 8 + (s[3] - '0'));
-			s += 4;
-		} else {
-			*d++ = *s++;
-		}
-	}
-	*d = '\0';
-}
 
 /*
  * The device of the topmost mount on `mnt`, from /proc/self/mountinfo.  Not
@@ -71,7 +55,7 @@ static int mount_dev(const char *mnt, dev_t *dev)
 		/* id parent maj:min root mountpoint ... */
 		if (sscanf(line, "%*u %*u %u:%u %*s %4095s", &maj, &min, path) != 3)
 			continue;
-		unescape(path);
+		mountinfo_unescape(path);
 		if (!strcmp(path, mnt)) {
 			*dev = makedev(maj, min);
 			err = 0;	/* the last one is the top */

@@ -15,24 +15,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "mountinfo.h"
 #include "zswapctl_mounts.h"
-
-/* mountinfo writes space, tab, newline and backslash as \ooo */
-static void unescape_octal(char *s)
-{
-	char *d = s;
-
-	while (*s) {
-		if (s[0] == '\\' && s[1] >= '0' && s[1] <= '3' && s[2] >= '0' && s[2] <= '7' &&
-		    s[3] >= '0' && s[3] <= '7') {
-			*d++ = (char)((s[1] - '0') * 64 + (s[2] - '0') * 8 + (s[3] - '0'));
-			s += 4;
-		} else {
-			*d++ = *s++;
-		}
-	}
-	*d = '\0';
-}
 
 void ctl_mounts_free(struct ctl_mounts *m)
 {
@@ -92,7 +76,7 @@ int ctl_mounts_read(struct ctl_mounts *m)
 			m->zswapfs = nz;
 			alloc = na;
 		}
-		unescape_octal(field[4]);
+		mountinfo_unescape(field[4]);
 		m->path[m->n] = strdup(field[4]);
 		if (!m->path[m->n]) {
 			err = -ENOMEM;
