@@ -12,6 +12,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "arena.h"
 #include "codec.h"
 #include "dict.h"
 #include "dictgen.h"
@@ -232,6 +233,20 @@ out:
 	return ret;
 }
 
+/*
+ * Whether the arena is near mem_limit: memory is short then (writeback
+ * runs, requests may wait for room), and a training pass would take
+ * DICTTRAIN_MEM_BYTES more for a second.  Automatic training waits.
+ */
+static bool memory_tight(struct dicttrain *dt)
+{
+	struct arena_stats as;
+
+	arena_get_stats(store_arena(dt->st), &as);
+	return as.limit_bytes &&
+	       as.pages_used * ARENA_PAGE_SIZE * 100 > as.limit_bytes * DICTTRAIN_TIGHT_PCT;
+}
+
 /* Whether automatic training is due: no dictionary and enough pages, or
  * the ratio of new pages drifted. */
 static bool train_due(struct dicttrain *dt)
@@ -239,7 +254,7 @@ static bool train_due(struct dicttrain *dt)
 	struct dictgen *g = store_dicts(dt->st);
 	uint64_t pages, bytes, dp, db, milli;
 
-	if (!dt->cfg.auto_train)
+	if (!dt->cfg.auto_train || memory_tight(dt))
 		return false;
 	if (dt->last_train && mono_secs() - dt->last_train < DICTTRAIN_MIN_INTERVAL_S)
 		return false;

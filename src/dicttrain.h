@@ -20,7 +20,9 @@
  * Sampling takes each slot lock for one decompression at nice 19; the
  * training itself (0.1 to 0.8 s of CPU, dict.h) holds no lock and runs
  * SCHED_IDLE.  Its memory (samples, 8 MiB; fastCover's tables, 7 MiB) is
- * allocated here and freed after: never on a request thread.  When the ring
+ * allocated here and freed after: never on a request thread, and not
+ * automatically while the arena is above DICTTRAIN_TIGHT_PCT % of
+ * mem_limit (a `train` asked for still runs).  When the ring
  * of generations is full, training waits (dictgen.h says why).
  */
 #ifndef ZSWAPFS_DICTTRAIN_H
@@ -42,6 +44,15 @@ struct store;
 #define DICTTRAIN_WINDOW_PAGES	8192u
 /* ... whose ratio fell this % below the first window's: retrain. */
 #define DICTTRAIN_DRIFT_PCT	10u
+/* What a pass allocates, and frees at its end: samples, and fastCover's
+ * tables (dict.h). */
+#define DICTTRAIN_MEM_BYTES	((size_t)DICTTRAIN_SAMPLES * 4096u + (7u << 20))
+/* No automatic training while the arena holds more than this % of
+ * mem_limit: memory is short then.  Below writeback's low watermark (70 %
+ * by default), so that the lull after a writeback round does not count:
+ * tests/writeback.sh's bound on the daemon's memory (16 MiB of slack)
+ * was passed by a training between two rounds. */
+#define DICTTRAIN_TIGHT_PCT	50u
 /* Never two automatic trainings closer than this. */
 #define DICTTRAIN_MIN_INTERVAL_S	60u
 
