@@ -18,7 +18,8 @@
  *         order), per request kind (STATS_REQ_LIST order), per size class in
  *         use.  Keys of one family that follow each other are printed
  *         together for each member: pages_lz4, bytes_lz4, pages_zstd, ...
- *   unit  bytes, pages, count, ns, us, bytes/s, 0/1, bits or text.
+ *   unit  bytes, pages, count, s, ms, ns, us, bytes/s, 0/1, bits, x1000
+ *         (a ratio in thousandths) or text.
  */
 #ifndef ZSWAPFS_STATS_KEYS_H
 #define ZSWAPFS_STATS_KEYS_H
