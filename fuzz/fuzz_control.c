@@ -26,6 +26,7 @@
 #include <string.h>
 
 #include "control.h"
+#include "dicttrain.h"
 #include "fuzz.h"
 #include "policy.h"
 
@@ -61,12 +62,28 @@ void policy_mark_idle(struct policy *pol, bool all, uint32_t seconds)
 	seen.last.idle_secs = seconds;
 }
 
+int dicttrain_request(struct dicttrain *dt)
+{
+	seen.calls++;
+	seen.last.op = CONTROL_TRAIN;
+	return 0;
+}
+
+int dicttrain_save(struct dicttrain *dt, const char *path)
+{
+	seen.calls++;
+	seen.last.op = CONTROL_DICT;
+	fuzz_require(strlen(path) < sizeof(seen.last.dict_path));
+	strcpy(seen.last.dict_path, path);
+	return 0;
+}
+
 static bool req_equal(const struct control_req *a, const struct control_req *b)
 {
 	return a->op == b->op && a->idle_all == b->idle_all && a->idle_secs == b->idle_secs &&
 	       a->recomp.select == b->recomp.select && a->recomp.threshold == b->recomp.threshold &&
 	       a->recomp.max_pages == b->recomp.max_pages && a->wb.select == b->wb.select &&
-	       a->wb.max_pages == b->wb.max_pages;
+	       a->wb.max_pages == b->wb.max_pages && !strcmp(a->dict_path, b->dict_path);
 }
 
 /* The canonical text of a parsed command; its length. */
@@ -105,6 +122,12 @@ static size_t req_format(const struct control_req *r, char *buf, size_t len)
 			n += snprintf(buf + n, len - (size_t)n, " max_pages=%" PRIu64,
 				      r->wb.max_pages);
 		break;
+	case CONTROL_TRAIN:
+		n = snprintf(buf, len, "train");
+		break;
+	case CONTROL_DICT:
+		n = snprintf(buf, len, "dict save %s", r->dict_path);
+		break;
 	case CONTROL_OP_COUNT:	/* no command: n stays 0 and fails below */
 		break;
 	}
@@ -142,6 +165,19 @@ static void check_well_formed(const struct control_req *r)
 		fuzz_require(r->wb.select <= POLICY_SELECT_HUGE_IDLE);
 		zero.op = r->op;
 		zero.wb = r->wb;
+		fuzz_require(req_equal(r, &zero));
+		break;
+	case CONTROL_TRAIN:
+		zero.op = r->op;
+		fuzz_require(req_equal(r, &zero));
+		break;
+	case CONTROL_DICT:
+		/* An absolute path of one word, NUL-terminated in its field. */
+		fuzz_require(r->dict_path[0] == '/' &&
+			     strlen(r->dict_path) < sizeof(r->dict_path) &&
+			     !strpbrk(r->dict_path, " \t\n"));
+		zero.op = r->op;
+		strcpy(zero.dict_path, r->dict_path);
 		fuzz_require(req_equal(r, &zero));
 		break;
 	default:
@@ -188,7 +224,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	fuzz_require(err == 0 || err == -EINVAL);
 
 	memset(&seen, 0, sizeof(seen));
-	ret = control_run(NULL, text, size);
+	/* Not dereferenced: the stand-ins above take its place. */
+	ret = control_run(NULL, (struct dicttrain *)&seen, text, size);
 	if (err) {
 		fuzz_require(!memcmp(&req, &untouched, sizeof(req)));
 		fuzz_require(ret == err);

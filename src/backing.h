@@ -103,7 +103,9 @@ void backing_reader_destroy(struct backing_reader *r);
 
 /*
  * Add an object of len bytes (1..BACKING_MAX_DATA) for slot to the open
- * segment.  Returns 0 and its location in *loc: its offset in the file, a
+ * segment.  codec is the caller's byte that says how the data is coded (the
+ * store: the codec id and, in bits 4..6, the dictionary generation), kept
+ * in the header and covered by the checksum or tag like the rest of it.  Returns 0 and its location in *loc: its offset in the file, a
  * multiple of 16 (the low 4 bits are free for the caller's flags), never 0
  * (the file's header is there).  The location may be read and freed at
  * once, but it only survives a successful backing_flush(): after a failed

@@ -55,6 +55,8 @@ struct setting {
 static const char *const lock_memory_words[] = { "required", "try", NULL };
 /* enum zs_memcg */
 static const char *const memcg_words[] = { "move", "refuse", "ignore", NULL };
+/* enum zs_dict_train */
+static const char *const dict_train_words[] = { "auto", "off", NULL };
 
 /* A sanitizer build cannot lock memory at all (harden.h): it is for tests. */
 #if HARDEN_CAN_MLOCK
@@ -116,6 +118,18 @@ static const struct setting settings[] = {
 	  .def = "move",
 	  .help = "under a memory cgroup limit: move out of it, refuse to start, or ignore the risk" },
 
+	/* Kernel zram's `algorithm_params dict=PATH`: a zstd --train file or raw
+	 * content.  lz4 +6.2 %, zstd-3 +1.7 % on held-out real pages
+	 * (contrib/bench/dictbench.c). */
+	{ .name = "dict", .type = SETTING_PATH, FIELD(dict), .def = "",
+	  .help = "dictionary file for the compression algorithm (\"\": none, or trained)" },
+	/* Not dict.train: a config file cannot have `dict` both as a path and
+	 * as a group. */
+	{ .name = "dict_train", .type = SETTING_CHOICE, FIELD(dict_train), .words = dict_train_words,
+	  .def = "auto",
+	  .help = "auto: train dictionaries from the stored pages (when there is none, and again "
+		  "when the ratio of new pages drifts); off: only on the train command" },
+
 	{ .name = "recompress.enabled", .type = SETTING_BOOL, FIELD(recompress_enabled),
 	  .def = "true",
 	  .help = "recompress idle pages in the background" },
@@ -125,6 +139,8 @@ static const struct setting settings[] = {
 	{ .name = "recompress.level", .type = SETTING_INT, FIELD(recompress_level),
 	  ORIGIN(recompress_level_origin), .min = 0, .max = 65537, .def = "0",
 	  .help = "its level (0: the algorithm's default)" },
+	{ .name = "recompress.dict", .type = SETTING_PATH, FIELD(recompress_dict), .def = "",
+	  .help = "dictionary file for the recompression algorithm (\"\": none, or trained)" },
 	{ .name = "recompress.idle_age", .type = SETTING_INT, FIELD(recompress_idle_age),
 	  .min = 1, .max = INT64_C(1) << 31, .def = "300",
 	  .help = "seconds without a read or write before a page is idle" },
@@ -554,6 +570,23 @@ int config_validate(const struct zs_config *cfg, char *errbuf, size_t errlen)
 	    validate_level("recompress.level", cfg->recompress_level_origin,
 			   cfg->recompress_algorithm, cfg->recompress_level, errbuf, errlen))
 		return -EINVAL;
+	if (cfg->dict[0] && !codec_has_dict(codec_find(cfg->algorithm))) {
+		snprintf(errbuf, errlen, "dict: %s takes no dictionary (lz4 and zstd do)",
+			 cfg->algorithm);
+		return -EINVAL;
+	}
+	if (cfg->recompress_dict[0] && !codec_has_dict(codec_find(cfg->recompress_algorithm))) {
+		snprintf(errbuf, errlen, "recompress.dict: %s takes no dictionary (lz4 and zstd do)",
+			 cfg->recompress_algorithm);
+		return -EINVAL;
+	}
+	/* A slot records a generation and a codec, not which setting's file:
+	 * one codec, one dictionary. */
+	if (cfg->recompress_dict[0] && !strcmp(cfg->algorithm, cfg->recompress_algorithm)) {
+		snprintf(errbuf, errlen, "recompress.dict: the recompression algorithm is %s, as "
+			 "for new pages: it uses `dict`", cfg->algorithm);
+		return -EINVAL;
+	}
 	if (cfg->writeback_low_watermark >= cfg->writeback_high_watermark) {
 		snprintf(errbuf, errlen, "writeback.low_watermark (%" PRId64
 			 "%%) must be below writeback.high_watermark (%" PRId64 "%%)",
@@ -613,6 +646,7 @@ void config_params(const struct zs_config *cfg, struct zs_params *p)
 		},
 	};
 	p->reserve.fixed_bytes = cfg->reserve;
+	p->dicttrain.auto_train = cfg->dict_train == ZS_DICT_TRAIN_AUTO;
 	p->memcg = memcg_modes[cfg->memcg];
 	p->lock_memory_required = cfg->lock_memory == ZS_LOCK_REQUIRED;
 	p->threads = (unsigned int)cfg->threads;

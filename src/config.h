@@ -15,6 +15,7 @@
 #include <stdint.h>
 #include <stdio.h>
 
+#include "dicttrain.h"
 #include "memcg.h"
 #include "policy.h"
 #include "reserve.h"
@@ -25,6 +26,12 @@
 enum zs_lock_memory {
 	ZS_LOCK_REQUIRED,		/* refuse to start */
 	ZS_LOCK_TRY,			/* warn and go on */
+};
+
+/* dict_train: whether the daemon trains dictionaries of its own. */
+enum zs_dict_train {
+	ZS_DICT_TRAIN_AUTO,		/* when there is none, and when the ratio drifts */
+	ZS_DICT_TRAIN_OFF,		/* only on the `train` command */
 };
 
 /* What to do at start under a memory cgroup limit (memcg.h says why). */
@@ -53,6 +60,11 @@ struct zs_config {
 	struct zs_group_setting stats_group;
 	uint64_t reserve;		/* bytes; 0 = sized from the write rate */
 	int memcg;			/* enum zs_memcg */
+
+	/* Compression dictionaries (dict.*) */
+	char dict[1024];		/* file for `algorithm`; "" = none */
+	char recompress_dict[1024];	/* file for `recompress.algorithm`; "" = none */
+	int dict_train;			/* enum zs_dict_train */
 
 	/* Idle recompression (recompress.*) */
 	bool recompress_enabled;
@@ -91,6 +103,7 @@ struct zs_params {
 	struct store_params store;	/* .backing: NULL; main opens the file */
 	struct policy_config policy;
 	struct reserve_config reserve;
+	struct dicttrain_config dicttrain;
 	enum memcg_mode memcg;
 	bool lock_memory_required;
 	unsigned int threads;

@@ -7,10 +7,10 @@
 
 #include "config.h"
 #include "control.h"
+#include "dicttrain.h"
 #include "page.h"
 #include "policy.h"
 
-#define CONTROL_MAX_LEN		256
 #define CONTROL_MAX_ARGS	8
 
 
@@ -136,6 +136,27 @@ static int parse_writeback(int argc, char **argv, struct control_req *req)
 	return 0;
 }
 
+/* train */
+static int parse_train(int argc, char **argv, struct control_req *req)
+{
+	(void)argc;
+	(void)argv;
+	req->op = CONTROL_TRAIN;
+	return 0;
+}
+
+/* dict save PATH: an absolute path (the daemon's directory is /). */
+static int parse_dict(int argc, char **argv, struct control_req *req)
+{
+	(void)argc;
+	if (strcmp(argv[0], "save") || argv[1][0] != '/' ||
+	    strlen(argv[1]) >= sizeof(req->dict_path))
+		return -EINVAL;
+	req->op = CONTROL_DICT;
+	strcpy(req->dict_path, argv[1]);
+	return 0;
+}
+
 /*
  * Each command's handler, parse_<name>, found through control_cmds.h's
  * table: fill *req from the words after the name (as many as the table
@@ -189,7 +210,7 @@ int control_parse(const char *text, size_t len, struct control_req *out)
 	return -EINVAL;
 }
 
-int control_exec(struct policy *pol, const struct control_req *req)
+int control_exec(struct policy *pol, struct dicttrain *dt, const struct control_req *req)
 {
 	switch (req->op) {
 	case CONTROL_COMPACT:
@@ -202,13 +223,17 @@ int control_exec(struct policy *pol, const struct control_req *req)
 		return policy_request(pol, POLICY_RECOMPRESS, &req->recomp);
 	case CONTROL_WRITEBACK:
 		return policy_request(pol, POLICY_WRITEBACK, &req->wb);
+	case CONTROL_TRAIN:
+		return dt ? dicttrain_request(dt) : -EOPNOTSUPP;
+	case CONTROL_DICT:
+		return dt ? dicttrain_save(dt, req->dict_path) : -EOPNOTSUPP;
 	case CONTROL_OP_COUNT:
 		break;
 	}
 	return -EINVAL;
 }
 
-int control_run(struct policy *pol, const char *text, size_t len)
+int control_run(struct policy *pol, struct dicttrain *dt, const char *text, size_t len)
 {
 	struct control_req req;
 	int err;
@@ -216,5 +241,5 @@ int control_run(struct policy *pol, const char *text, size_t len)
 	err = control_parse(text, len, &req);
 	if (err)
 		return err;
-	return control_exec(pol, &req);
+	return control_exec(pol, dt, &req);
 }

@@ -15,6 +15,11 @@
 #include "control_cmds.h"
 #include "policy.h"
 
+struct dicttrain;
+
+/* The longest command line, and so the longest PATH of `dict save`. */
+#define CONTROL_MAX_LEN		256
+
 /* A parsed command: op, and the fields of that op (the others are 0). */
 struct control_req {
 	enum control_op op;
@@ -22,6 +27,7 @@ struct control_req {
 	uint32_t idle_secs;			/* CONTROL_IDLE: `idle SECONDS` */
 	struct policy_request recomp;		/* CONTROL_RECOMPRESS */
 	struct policy_request wb;		/* CONTROL_WRITEBACK */
+	char dict_path[CONTROL_MAX_LEN];	/* CONTROL_DICT: `dict save PATH`, absolute */
 };
 
 /*
@@ -30,9 +36,13 @@ struct control_req {
  * filled, or -EINVAL with *req untouched.
  */
 int control_parse(const char *text, size_t len, struct control_req *req);
-/* Hand a parsed command to the policy thread.  0 or -errno (-EBUSY, ...). */
-int control_exec(struct policy *pol, const struct control_req *req);
+/*
+ * Hand a parsed command to the policy thread, or the dictionary thread
+ * (train, dict: -EOPNOTSUPP when dt is NULL).  0 or -errno (-EBUSY, ...).
+ * `dict save` waits for the file to be written (dicttrain_save).
+ */
+int control_exec(struct policy *pol, struct dicttrain *dt, const struct control_req *req);
 /* control_parse, then control_exec when it parsed. */
-int control_run(struct policy *pol, const char *text, size_t len);
+int control_run(struct policy *pol, struct dicttrain *dt, const char *text, size_t len);
 
 #endif

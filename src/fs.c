@@ -244,8 +244,8 @@ static void fs_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 			fuse_reply_err(req, EBUSY);
 			return;
 		}
-		slot->len = stats_snapshot(fs->store, fs->policy, &fs->io, slot->text,
-					   FS_STATS_CAP);
+		slot->len = stats_snapshot(fs->store, fs->policy, fs->dicttrain, &fs->io,
+					   slot->text, FS_STATS_CAP);
 		fi->fh = (uintptr_t)slot;
 		fi->direct_io = 1;	/* the size is not known ahead */
 		break;
@@ -325,7 +325,7 @@ static void fs_write(fuse_req_t req, fuse_ino_t ino, const char *buf, size_t siz
 	int err;
 
 	if (ino == INO_CONTROL) {
-		err = control_run(fs->policy, buf, size);
+		err = control_run(fs->policy, fs->dicttrain, buf, size);
 		goto out;
 	}
 	if (ino != INO_SWAP || off < 0) {

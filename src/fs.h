@@ -22,6 +22,7 @@
 
 struct store;
 struct policy;
+struct dicttrain;
 
 /* Snapshots of `stats` open at once; the text of each is made at open. */
 #define FS_STATS_SLOTS		4
@@ -37,6 +38,7 @@ struct fs_stats_slot {
 struct fs {
 	struct store *store;
 	struct policy *policy;		/* background work; set before the loop */
+	struct dicttrain *dicttrain;	/* dictionaries; set before the loop */
 	struct stats_io io;
 	struct timespec mount_time;
 	/* The request loop and its threads; an open handle on `swap` holds

@@ -35,6 +35,9 @@
 #include "backing.h"
 #include "codec.h"
 #include "config.h"
+#include "dict.h"
+#include "dictgen.h"
+#include "dicttrain.h"
 #include "fs.h"
 #include "harden.h"
 #include "log.h"
@@ -301,6 +304,47 @@ static int make_room(void *policy)
 	return policy_make_room(policy);
 }
 
+/*
+ * The dictionary files of `dict` and `recompress.dict`, made generation 1
+ * of the store's ring.  A codec used by both (same algorithm) takes `dict`
+ * for both.  -1 after a message naming the file.
+ */
+static int load_dicts(const struct zs_config *cfg, struct store *st)
+{
+	const char *path[2] = { cfg->dict, cfg->recompress_dict };
+	void *buf[2] = { NULL, NULL };
+	size_t len[2] = { 0, 0 };
+	char err[1536];
+	int i, ret = -1, gen;
+
+	for (i = 0; i < 2; i++) {
+		if (!path[i][0])
+			continue;
+		gen = dict_load(path[i], &buf[i], &len[i], err, sizeof(err));
+		if (gen) {
+			fprintf(stderr, "zswapfs: %s: %s\n", i ? "recompress.dict" : "dict", err);
+			goto out_free;
+		}
+	}
+	if (!buf[0] && !buf[1])
+		return 0;
+	if (!buf[1] && !strcmp(cfg->algorithm, cfg->recompress_algorithm))
+		buf[1] = buf[0], len[1] = len[0];
+	gen = dictgen_install(store_dicts(st), buf[0], len[0], buf[1], len[1]);
+	if (gen < 0) {
+		fprintf(stderr, "zswapfs: dict: %s%s%s: %s\n", path[0], path[0][0] && path[1][0] ?
+			", " : "", path[1], gen == -EINVAL ? "the compressor refuses the dictionary" :
+			strerror(-gen));
+		goto out_free;
+	}
+	ret = 0;
+out_free:
+	if (buf[1] != buf[0])
+		free(buf[1]);
+	free(buf[0]);
+	return ret;
+}
+
 /* Open the backing file, or NULL with nothing to open; -1 after a message. */
 static int open_backing(const struct zs_params *p, struct backing **out)
 {
@@ -513,6 +557,8 @@ int main(int argc, char **argv)
 		fprintf(stderr, "zswapfs: cannot create the page store: %s\n", strerror(errno));
 		goto out_backing;
 	}
+	if (load_dicts(&cfg, st))
+		goto out_store;
 	err = fs_init(&fs, st, par.threads, par.busy_poll_us);
 	if (err) {
 		fprintf(stderr, "zswapfs: %s\n", strerror(-err));
@@ -571,6 +617,11 @@ int main(int argc, char **argv)
 		log_err("cannot start the policy thread: %s", strerror(errno));
 		goto out_reserve;
 	}
+	fs.dicttrain = dicttrain_start(st, &par.dicttrain);
+	if (!fs.dicttrain) {
+		log_err("cannot start the dictionary thread: %s", strerror(errno));
+		goto out_policy;
+	}
 	if (!cl.foreground) {
 		if (!journal && log_to_syslog())
 			log_warn("no syslog (/dev/log): messages are lost from now on");
@@ -596,6 +647,8 @@ int main(int argc, char **argv)
 	else
 		ret = 0;
 	store_set_make_room(st, NULL, NULL);
+	dicttrain_stop(fs.dicttrain);
+out_policy:
 	policy_stop(fs.policy);
 out_reserve:
 	reserve_stop(reserve);

@@ -10,6 +10,8 @@
 #include "arena.h"
 #include "backing.h"
 #include "codec.h"
+#include "dictgen.h"
+#include "dicttrain.h"
 #include "harden.h"
 #include "log.h"
 #include "memcg.h"
@@ -218,8 +220,37 @@ static void put_classes(struct text *t, const struct arena_class_stats *cls)
 	}
 }
 
-size_t stats_snapshot(struct store *st, struct policy *pol, const struct stats_io *io,
-		      char *buf, size_t cap)
+/* Dictionaries: the current generation, pages with and without, training. */
+static void put_dict(struct text *t, struct store *st, struct dicttrain *dt,
+		     const struct store_counters *c)
+{
+	struct dicttrain_stats ts = { 0 };
+	struct dictgen_stats gs;
+
+	dictgen_get_stats(store_dicts(st), &gs);
+	if (dt)
+		dicttrain_get_stats(dt, &ts);
+	put(t, STATS_K_DICT_GENERATION, gs.number);
+	put(t, STATS_K_DICT_BYTES, gs.bytes);
+	put(t, STATS_K_DICT_AGE, gs.age);
+	put(t, STATS_K_DICT_GENERATIONS, gs.generations);
+	put(t, STATS_K_DICT_PAGES_CURRENT, gs.refs_current);
+	put(t, STATS_K_DICT_PAGES_OLDER, gs.refs_older);
+	put(t, STATS_K_DICT_PAGES, c->dict_pages);
+	put(t, STATS_K_DICT_DATA_SIZE, c->dict_data_size);
+	put(t, STATS_K_NODICT_PAGES, c->nodict_pages);
+	put(t, STATS_K_NODICT_DATA_SIZE, c->nodict_data_size);
+	put(t, STATS_K_DICT_TRAININGS, ts.trainings);
+	put(t, STATS_K_DICT_TRAIN_ATTEMPTS, ts.attempts);
+	put(t, STATS_K_DICT_TRAIN_MS, ts.train_ms);
+	put(t, STATS_K_DICT_RING_FULL, ts.ring_full);
+	put(t, STATS_K_DICT_RATIO_BEFORE, ts.ratio_before);
+	put(t, STATS_K_DICT_RATIO_AFTER, ts.ratio_after);
+	put(t, STATS_K_DICT_TRAIN_PENDING, ts.pending);
+}
+
+size_t stats_snapshot(struct store *st, struct policy *pol, struct dicttrain *dt,
+		      const struct stats_io *io, char *buf, size_t cap)
 {
 	struct policy_stats ps = { 0 };
 	struct arena_class_stats cls[ARENA_NR_CLASSES];
@@ -303,6 +334,7 @@ size_t stats_snapshot(struct store *st, struct policy *pol, const struct stats_i
 		put(&t, STATS_K_ARENA_TAIL_BYTES, spans - placed);
 	}
 	put_reserve(&t, &as);
+	put_dict(&t, st, dt, &c);
 	put_classes(&t, cls);
 	return t.len;
 }

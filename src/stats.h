@@ -17,6 +17,7 @@
 
 struct store;
 struct policy;
+struct dicttrain;
 
 enum stats_req {
 #define STATS_REQ_ENUM(ID, name) STATS_REQ_##ID,
@@ -44,8 +45,8 @@ void stats_io_account(struct stats_io *io, enum stats_req kind, uint64_t bytes, 
  * does not fit is cut at a line.  Allocates nothing: it runs in a request
  * thread, which must not wait on memory.
  */
-size_t stats_snapshot(struct store *st, struct policy *pol, const struct stats_io *io,
-		      char *buf, size_t cap);
+size_t stats_snapshot(struct store *st, struct policy *pol, struct dicttrain *dt,
+		      const struct stats_io *io, char *buf, size_t cap);
 
 /*
  * Open /proc/self/statm once, for good: opening a file on a request thread

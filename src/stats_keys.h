@@ -18,7 +18,8 @@
  *         order), per request kind (STATS_REQ_LIST order), per size class in
  *         use.  Keys of one family that follow each other are printed
  *         together for each member: pages_lz4, bytes_lz4, pages_zstd, ...
- *   unit  bytes, pages, count, ns, us, bytes/s, 0/1, bits or text.
+ *   unit  bytes, pages, count, s, ms, ns, us, bytes/s, 0/1, bits, x1000
+ *         (a ratio in thousandths) or text.
  */
 #ifndef ZSWAPFS_STATS_KEYS_H
 #define ZSWAPFS_STATS_KEYS_H
@@ -145,6 +146,35 @@
 	X(MEMCG, "memcg", WORD, ONE, "text", "none, moved, ignored or unknown") \
 	X(MEMCG_LIMIT_BYTES, "memcg_limit_bytes", NUM, ONE, "bytes", \
 	  "the tightest memory limit found (0: none)") \
+	X(DICT_GENERATION, "dict_generation", NUM, ONE, "count", \
+	  "number of the current dictionary (1, 2, ... as they come; 0: none)") \
+	X(DICT_BYTES, "dict_bytes", NUM, ONE, "bytes", "size of the current dictionary") \
+	X(DICT_AGE, "dict_age", NUM, ONE, "s", "seconds since it became current") \
+	X(DICT_GENERATIONS, "dict_generations", NUM, ONE, "count", \
+	  "dictionaries in memory, the current one and older ones pages still need") \
+	X(DICT_PAGES_CURRENT, "dict_pages_current", NUM, ONE, "pages", \
+	  "pages (arena and backing file) compressed with the current dictionary") \
+	X(DICT_PAGES_OLDER, "dict_pages_older", NUM, ONE, "pages", \
+	  "pages compressed with older dictionaries") \
+	X(DICT_PAGES, "dict_pages", NUM, ONE, "pages", \
+	  "pages in the arena compressed with a dictionary (not huge)") \
+	X(DICT_DATA_SIZE, "dict_data_size", NUM, ONE, "bytes", "their compressed bytes") \
+	X(NODICT_PAGES, "nodict_pages", NUM, ONE, "pages", \
+	  "pages in the arena compressed without one (not huge)") \
+	X(NODICT_DATA_SIZE, "nodict_data_size", NUM, ONE, "bytes", "their compressed bytes") \
+	X(DICT_TRAININGS, "dict_trainings", NUM, ONE, "count", \
+	  "trainings whose dictionary became current") \
+	X(DICT_TRAIN_ATTEMPTS, "dict_train_attempts", NUM, ONE, "count", \
+	  "training passes, those that did not help included") \
+	X(DICT_TRAIN_MS, "dict_train_ms", NUM, ONE, "ms", "time spent in them") \
+	X(DICT_RING_FULL, "dict_ring_full", NUM, ONE, "count", \
+	  "trainings that waited: every generation still needed") \
+	X(DICT_RATIO_BEFORE, "dict_ratio_before", NUM, ONE, "x1000", \
+	  "last training: ratio of held-out sample pages with the dictionary then current") \
+	X(DICT_RATIO_AFTER, "dict_ratio_after", NUM, ONE, "x1000", \
+	  "and with the newly trained one") \
+	X(DICT_TRAIN_PENDING, "dict_train_pending", NUM, ONE, "0/1", \
+	  "a requested training waits or runs") \
 	X(CLASS_OBJS, "class_*_objs", NUM, CLASS, "count", "objects in the size class") \
 	X(CLASS_CAPACITY, "class_*_capacity", NUM, CLASS, "count", "places in the size class") \
 	X(CLASS_PAGES, "class_*_pages", NUM, CLASS, "pages", "pages of the size class")

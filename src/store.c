@@ -16,6 +16,7 @@
 #include <time.h>
 
 #include "backing.h"
+#include "dictgen.h"
 #include "store.h"
 
 /* Slot states.  The state and the codec fit in one byte each so that the
@@ -43,13 +44,32 @@ enum slot_flags {
 
 struct slot {
 	uint64_t loc;		/* arena handle, backing location, or the fill word */
-	uint16_t size;		/* bytes of the object (STORE_PAGE_SIZE when huge) */
+	uint16_t size : 13;	/* bytes of the object (STORE_PAGE_SIZE when huge) */
+	/*
+	 * The dictionary generation that compressed the object (dictgen.h),
+	 * 0 for none.  While a slot names a generation it holds one of that
+	 * generation's refs: count_replace() moves them as slots change.
+	 */
+	uint16_t dict : DICTGEN_BITS;
 	uint8_t state;
 	uint8_t flags : 4;
 	uint8_t codec : 4;	/* enum codec_id that compressed the object */
 	uint32_t atime;		/* seconds since the store was created */
 };
 _Static_assert(sizeof(struct slot) == 16, "a slot must stay 16 bytes");
+_Static_assert(STORE_PAGE_SIZE < (1u << 13) && DICTGEN_BITS == 3,
+	       "size and generation share 16 bits");
+
+/*
+ * The byte the backing file keeps with an object to say how it is coded
+ * (backing_append's `codec`, which its checksum or tag covers): the codec
+ * id in the low 4 bits, the generation in the next 3.  A page read back
+ * from the file must match its slot in both.
+ */
+static uint8_t slot_coding(const struct slot *s)
+{
+	return (uint8_t)(s->codec | s->dict << 4);
+}
 
 /* Slots are locked by stripes: a mutex per slot would triple the table. */
 #define STORE_LOCK_STRIPES	1024u
@@ -75,6 +95,12 @@ struct store {
 
 	pthread_mutex_t counters_lock;		/* leaf lock */
 	struct store_counters counters;		/* protected by counters_lock */
+
+	/* Dictionaries: the generations slots name (dictgen.h). */
+	struct dictgen dicts;
+	/* Pages compressed by writes, and their bytes, [0] without a
+	 * dictionary, [1] with one: what the trainer watches for drift. */
+	_Atomic uint64_t written_pages[2], written_bytes[2];
 };
 
 static pthread_mutex_t *slot_lock(struct store *st, uint64_t idx)
@@ -124,6 +150,7 @@ struct store *store_create(const struct store_params *p)
 	for (i = 0; i < STORE_LOCK_STRIPES; i++)
 		pthread_mutex_init(&st->slot_locks[i], NULL);
 	pthread_mutex_init(&st->counters_lock, NULL);
+	dictgen_init(&st->dicts, st->codec, st->level, st->recomp_codec, st->recomp_level);
 	return st;
 
 out_unmap:
@@ -141,6 +168,7 @@ void store_destroy(struct store *st)
 		return;
 	arena_destroy(st->arena);
 	munmap(st->slots, st->slots_bytes);
+	dictgen_fini(&st->dicts);
 	for (i = 0; i < STORE_LOCK_STRIPES; i++)
 		pthread_mutex_destroy(&st->slot_locks[i]);
 	pthread_mutex_destroy(&st->counters_lock);
@@ -217,6 +245,17 @@ struct backing *store_backing(struct store *st)
 	return st->backing;
 }
 
+struct dictgen *store_dicts(struct store *st)
+{
+	return &st->dicts;
+}
+
+void store_written(struct store *st, bool with_dict, uint64_t *pages, uint64_t *bytes)
+{
+	*pages = atomic_load_explicit(&st->written_pages[with_dict], memory_order_relaxed);
+	*bytes = atomic_load_explicit(&st->written_bytes[with_dict], memory_order_relaxed);
+}
+
 /* ---- counters -------------------------------------------------------- */
 
 /* Add (sign 1) or take away (sign -1) what one slot counts for.  As in
@@ -237,8 +276,15 @@ static void count_slot(struct store_counters *c, const struct slot *s, int64_t s
 		c->compr_data_size += bytes;
 		c->codec_pages[s->codec] += one;
 		c->codec_bytes[s->codec] += bytes;
-		if (s->flags & SLOT_HUGE)
+		if (s->flags & SLOT_HUGE) {
 			c->huge_pages += one;
+		} else if (s->dict) {
+			c->dict_pages += one;
+			c->dict_data_size += bytes;
+		} else {
+			c->nodict_pages += one;
+			c->nodict_data_size += bytes;
+		}
 		break;
 	case SLOT_BACKING:
 		c->bd_count += one;
@@ -250,6 +296,12 @@ static void count_slot(struct store_counters *c, const struct slot *s, int64_t s
  * stats snapshot never sees a page counted twice or not at all. */
 static void count_replace(struct store *st, const struct slot *old, const struct slot *new)
 {
+	/* The new slot's generation first: its writer's pin (or the old
+	 * slot, when the object only moved) keeps it alive until then. */
+	if (new->state == SLOT_ARENA || new->state == SLOT_BACKING)
+		dictgen_ref(&st->dicts, new->dict);
+	if (old->state == SLOT_ARENA || old->state == SLOT_BACKING)
+		dictgen_unpin(&st->dicts, old->dict);
 	pthread_mutex_lock(&st->counters_lock);
 	count_slot(&st->counters, old, -1);
 	count_slot(&st->counters, new, 1);
@@ -321,7 +373,9 @@ static void fill_page(void *page, uint64_t fill)
 static int page_prepare(struct store *st, struct store_worker *w, uint64_t idx,
 			const void *page, struct slot *out)
 {
+	const struct codec_dict *dict;
 	const void *data = page;
+	unsigned int gen;
 	uint64_t handle;
 	int clen, err;
 
@@ -332,20 +386,32 @@ static int page_prepare(struct store *st, struct store_worker *w, uint64_t idx,
 		return 0;
 	}
 
-	clen = codec_compress(&w->ctx[st->codec->id], page, STORE_PAGE_SIZE, w->cbuf,
-			      STORE_HUGE_SIZE);
+	/* Pinned until the slot is installed (its writer unpins then). */
+	gen = dictgen_pin(&st->dicts);
+	dict = dictgen_dict(&st->dicts, gen, DICTGEN_MAIN);
+	clen = codec_compress_dict(&w->ctx[st->codec->id], dict, page, STORE_PAGE_SIZE, w->cbuf,
+				   STORE_HUGE_SIZE);
 	out->codec = st->codec->id;
 	if (clen > 0 && (unsigned int)clen <= STORE_HUGE_SIZE) {
 		data = w->cbuf;
+		if (dict)
+			out->dict = gen & DICTGEN_MAX;
 	} else {
 		/* -E2BIG: did not fit below the huge size; store it raw. */
 		clen = STORE_PAGE_SIZE;
 		out->flags |= SLOT_HUGE;
 	}
+	if (!out->dict)
+		dictgen_unpin(&st->dicts, gen);
+	atomic_fetch_add_explicit(&st->written_pages[out->dict != 0], 1, memory_order_relaxed);
+	atomic_fetch_add_explicit(&st->written_bytes[out->dict != 0], (uint64_t)clen,
+				  memory_order_relaxed);
 
 	err = arena_alloc(st->arena, (size_t)clen, (uint32_t)idx, &handle);
-	if (err)
+	if (err) {
+		dictgen_unpin(&st->dicts, out->dict);
 		return err;
+	}
 	memcpy(arena_map(st->arena, handle), data, (size_t)clen);
 	out->state = SLOT_ARENA;
 	out->loc = handle;
@@ -373,17 +439,25 @@ static struct slot slot_swap_locked(struct store *st, uint64_t idx, const struct
 	return old;
 }
 
-/* Turn a stored object (arena or backing) back into the page. */
-static int object_load(struct store_worker *w, const struct slot *s, const void *obj,
-		       void *page)
+/* Turn a stored object (arena or backing) back into the page.  The
+ * caller holds the slot lock: the slot's generation cannot go. */
+static int object_load(struct store *st, struct store_worker *w, const struct slot *s,
+		       const void *obj, void *page)
 {
+	const struct codec_dict *dict = NULL;
+
 	if (s->flags & SLOT_HUGE) {
 		memcpy(page, obj, STORE_PAGE_SIZE);
 		return 0;
 	}
 	if (s->codec >= CODEC_COUNT)
 		return -EIO;
-	if (codec_decompress(&w->ctx[s->codec], obj, s->size, page, STORE_PAGE_SIZE))
+	if (s->dict) {
+		dict = dictgen_for_codec(&st->dicts, s->dict, s->codec);
+		if (!dict)
+			return -EIO;
+	}
+	if (codec_decompress_dict(&w->ctx[s->codec], dict, obj, s->size, page, STORE_PAGE_SIZE))
 		return -EIO;
 	return 0;
 }
@@ -423,10 +497,10 @@ static int backing_load_locked(struct store *st, struct store_worker *w, uint64_
 	if (backing_read(w->breader, s->loc, (uint32_t)idx, &obj, &len, &codec))
 		return -EIO;
 	/* The header passed its checksum or tag; it must also be what the slot says. */
-	if (len != s->size || codec != s->codec)
+	if (len != s->size || codec != slot_coding(s))
 		return -EIO;
 	count_add(st, &st->counters.bd_reads, 1);
-	err = object_load(w, s, obj, page);
+	err = object_load(st, w, s, obj, page);
 	if (!err && freed && st->promote)
 		promote_locked(st, idx, obj, freed);
 	return err;
@@ -450,7 +524,7 @@ static int slot_load_locked(struct store *st, struct store_worker *w, uint64_t i
 		fill_page(page, s->loc);
 		return 0;
 	case SLOT_ARENA:
-		return object_load(w, s, arena_map(st->arena, s->loc), page);
+		return object_load(st, w, s, arena_map(st->arena, s->loc), page);
 	case SLOT_BACKING:
 		return backing_load_locked(st, w, idx, s, page, freed);
 	}
@@ -507,6 +581,7 @@ static int page_write(struct store *st, struct store_worker *w, uint64_t idx, co
 	pthread_mutex_lock(lock);
 	old = slot_swap_locked(st, idx, &new);
 	pthread_mutex_unlock(lock);
+	dictgen_unpin(&st->dicts, new.dict);	/* the slot holds it now */
 	slot_release(st, &old);
 	return 0;
 }
@@ -543,6 +618,7 @@ static int page_patch(struct store *st, struct store_worker *w, uint64_t idx,
 		new.state = SLOT_EMPTY;		/* a page zeroed by discard is free */
 	old = slot_swap_locked(st, idx, &new);
 	pthread_mutex_unlock(lock);
+	dictgen_unpin(&st->dicts, new.dict);
 	slot_release(st, &old);
 	return 0;
 }
@@ -668,6 +744,21 @@ int store_discard(struct store *st, struct store_worker *w, uint64_t off, uint64
 	return 0;
 }
 
+int store_sample(struct store *st, struct store_worker *w, uint64_t idx, void *page)
+{
+	pthread_mutex_t *lock = slot_lock(st, idx);
+	const struct slot *s = &st->slots[idx];
+	int ret = 1;
+
+	if (idx >= st->nr_pages)
+		return 1;
+	pthread_mutex_lock(lock);
+	if (s->state == SLOT_ARENA && !(s->flags & SLOT_HUGE))
+		ret = slot_load_locked(st, w, idx, page, NULL) ? -EIO : 0;
+	pthread_mutex_unlock(lock);
+	return ret;
+}
+
 /* ---- recompression ---------------------------------------------------- */
 
 /* Worth a recompression attempt: in the arena, not marked, and not already
@@ -746,8 +837,11 @@ enum store_recomp_result store_recompress(struct store *st, struct store_worker 
 					  size_t threshold)
 {
 	pthread_mutex_t *lock = slot_lock(st, idx);
+	const struct codec_dict *dict;
 	struct slot then, new, old;
 	struct store_slot_info info;
+	enum store_recomp_result ret;
+	unsigned int gen;
 	uint64_t handle;
 	int clen, err;
 
@@ -770,20 +864,31 @@ enum store_recomp_result store_recompress(struct store *st, struct store_worker 
 		return STORE_RECOMP_NOT_ELIGIBLE;
 	}
 
-	clen = codec_compress(&w->rctx, w->pbuf, STORE_PAGE_SIZE, w->cbuf, STORE_HUGE_SIZE);
+	/* With the current generation's dictionary, pinned until installed. */
+	gen = dictgen_pin(&st->dicts);
+	dict = dictgen_dict(&st->dicts, gen, DICTGEN_RECOMP);
+	if (!dict) {
+		dictgen_unpin(&st->dicts, gen);
+		gen = 0;
+	}
+	clen = codec_compress_dict(&w->rctx, dict, w->pbuf, STORE_PAGE_SIZE, w->cbuf,
+				   STORE_HUGE_SIZE);
 	if (clen <= 0 || (unsigned int)clen > STORE_HUGE_SIZE) {
 		recomp_done(st, idx, true);
 		count_add(st, &st->counters.recompress_incompressible, 1);
-		return STORE_RECOMP_INCOMPRESSIBLE;
+		ret = STORE_RECOMP_INCOMPRESSIBLE;
+		goto out_unpin;
 	}
 	if ((size_t)clen + threshold > then.size) {
 		recomp_done(st, idx, true);
 		count_add(st, &st->counters.recompress_skipped, 1);
-		return STORE_RECOMP_SKIPPED;
+		ret = STORE_RECOMP_SKIPPED;
+		goto out_unpin;
 	}
 	if (arena_alloc(st->arena, (size_t)clen, (uint32_t)idx, &handle)) {
 		recomp_done(st, idx, false);
-		return STORE_RECOMP_NOMEM;
+		ret = STORE_RECOMP_NOMEM;
+		goto out_unpin;
 	}
 	memcpy(arena_map(st->arena, handle), w->cbuf, (size_t)clen);
 
@@ -791,6 +896,7 @@ enum store_recomp_result store_recompress(struct store *st, struct store_worker 
 	new.loc = handle;
 	new.size = (uint16_t)clen;
 	new.codec = st->recomp_codec->id;
+	new.dict = gen & DICTGEN_MAX;
 	/* New data: a copy on its way to the backing file is not of it. */
 	new.flags = (uint8_t)(then.flags & ~(SLOT_HUGE | SLOT_WB_PENDING | SLOT_RECOMP_PENDING));
 
@@ -798,7 +904,8 @@ enum store_recomp_result store_recompress(struct store *st, struct store_worker 
 	if (!slot_unchanged(&st->slots[idx])) {
 		pthread_mutex_unlock(lock);
 		arena_free(st->arena, handle);
-		return STORE_RECOMP_RACED;
+		ret = STORE_RECOMP_RACED;
+		goto out_unpin;
 	}
 	/* A read meanwhile moved atime on: keep it, recompression is no access. */
 	new.atime = st->slots[idx].atime;
@@ -806,7 +913,10 @@ enum store_recomp_result store_recompress(struct store *st, struct store_worker 
 	pthread_mutex_unlock(lock);
 	slot_release(st, &old);
 	count_add(st, &st->counters.recompressed, 1);
-	return STORE_RECOMP_DONE;
+	ret = STORE_RECOMP_DONE;
+out_unpin:
+	dictgen_unpin(&st->dicts, gen);
+	return ret;
 }
 
 /* ---- compaction -------------------------------------------------------- */
@@ -848,7 +958,8 @@ uint64_t store_compact(struct store *st)
 static int wb_stage_locked(struct store *st, uint64_t idx, struct slot *s, const void *obj,
 			   struct store_wb_entry *e)
 {
-	int err = backing_append(st->backing, (uint32_t)idx, s->codec, obj, s->size, &e->to);
+	int err = backing_append(st->backing, (uint32_t)idx, slot_coding(s), obj, s->size,
+				 &e->to);
 
 	if (err)
 		return err;
@@ -890,7 +1001,8 @@ int store_wb_stage_move(struct store *st, uint32_t idx, uint64_t from, const voi
 	s = &st->slots[idx];
 	pthread_mutex_lock(lock);
 	/* Only the object the slot still points to is worth keeping. */
-	if (s->state == SLOT_BACKING && s->loc == from && s->size == len && s->codec == codec)
+	if (s->state == SLOT_BACKING && s->loc == from && s->size == len &&
+	    slot_coding(s) == codec)
 		ret = wb_stage_locked(st, idx, s, data, e);
 	pthread_mutex_unlock(lock);
 	return ret;

@@ -125,6 +125,12 @@ struct store_counters {
 	uint64_t bd_count;		/* pages on the backing file now */
 	uint64_t bd_reads;		/* pages read from it */
 	uint64_t bd_writes;		/* pages written to it */
+	/* Pages in the arena compressed (not huge) with a dictionary, and
+	 * without one, and their object bytes. */
+	uint64_t dict_pages;
+	uint64_t dict_data_size;
+	uint64_t nodict_pages;
+	uint64_t nodict_data_size;
 };
 
 struct store;
@@ -140,6 +146,26 @@ uint64_t store_size(const struct store *st);
 const struct codec_ops *store_codec(const struct store *st);
 struct arena *store_arena(struct store *st);
 struct backing *store_backing(struct store *st);
+
+/*
+ * Dictionaries.  The store compresses new pages (and recompresses idle
+ * ones) with the current generation of store_dicts() (dictgen.h), records
+ * the generation in each slot, and decompresses every page with the one
+ * that compressed it, in the arena and from the backing file (whose object
+ * header carries it).  Installing and reaping generations is the caller's
+ * (start-up, the trainer), never a request thread's.
+ */
+struct dictgen *store_dicts(struct store *st);
+/* Pages compressed by writes since the start, without (with_dict false) or
+ * with a dictionary, and their bytes (huge ones at STORE_PAGE_SIZE). */
+void store_written(struct store *st, bool with_dict, uint64_t *pages, uint64_t *bytes);
+/*
+ * A training sample: if page idx is in the arena, compressed and not huge,
+ * decompress it into page (STORE_PAGE_SIZE bytes) with w and return 0;
+ * otherwise 1 (-EIO when it cannot be decompressed).  Takes the slot lock
+ * for the decompression only.
+ */
+int store_sample(struct store *st, struct store_worker *w, uint64_t idx, void *page);
 
 /*
  * Read len bytes at off into buf.  Returns the number of bytes read (short

@@ -61,8 +61,22 @@ static int cmd_control(int argc, char **argv)
 	if (argc - 2 < min_args || argc - 2 > max_args)
 		return ctl_usage_error("%s: wrong number of arguments", cmd);
 	len = (size_t)snprintf(text, sizeof(text), "%s", cmd);
-	for (i = 2; i < argc && len < sizeof(text); i++)
+	for (i = 2; i < argc && len < sizeof(text); i++) {
+		char cwd[PATH_MAX];
+
+		/* `dict save PATH`: the daemon's directory is /, not ours. */
+		if (!strcmp(cmd, "dict") && i == 3 && argv[i][0] != '/') {
+			if (!getcwd(cwd, sizeof(cwd))) {
+				ctl_err("%s: cannot tell the current directory: %s", cmd,
+					strerror(errno));
+				return CTL_EXIT_ERR;
+			}
+			len += (size_t)snprintf(text + len, sizeof(text) - len, " %s/%s", cwd,
+						argv[i]);
+			continue;
+		}
 		len += (size_t)snprintf(text + len, sizeof(text) - len, " %s", argv[i]);
+	}
 	if (len >= sizeof(text))
 		return ctl_usage_error("%s: command too long", cmd);
 	if (ctl_mount_resolve(argv[1], mnt, sizeof(mnt)))

@@ -11,6 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "dictgen.h"
 #include "store.h"
 #include "testutil.h"
 
@@ -396,6 +397,156 @@ START_TEST(test_compaction_gives_pages_back)
 }
 END_TEST
 
+/* ---- dictionary generations ---------------------------------------------- */
+
+#define DICT_LEN	16384u
+
+/* A dictionary of random bytes (incompressible by itself), one per seed. */
+static unsigned char *make_dict(uint64_t seed)
+{
+	unsigned char *d = malloc(DICT_LEN);
+	uint64_t saved = testutil_rng;
+
+	ck_assert_ptr_nonnull(d);
+	testutil_rng = seed * 0x9e3779b97f4a7c15ull + 1;
+	fill_random(d, DICT_LEN);
+	testutil_rng = saved;
+	return d;
+}
+
+/* A page of 64-byte pieces of dict: it compresses only with dict, so a
+ * page that is not huge was compressed with it, and decoding it with
+ * another dictionary cannot give it back. */
+static void fill_from_dict(unsigned char *p, const unsigned char *dict, uint64_t seed)
+{
+	size_t i;
+
+	for (i = 0; i < PG; i += 64) {
+		seed = seed * 6364136223846793005ull + 1442695040888963407ull;
+		memcpy(p + i, dict + (seed >> 33) % (DICT_LEN - 64), 64);
+	}
+}
+
+static struct dictgen_stats gen_stats(struct store *st)
+{
+	struct dictgen_stats gs;
+
+	dictgen_get_stats(store_dicts(st), &gs);
+	return gs;
+}
+
+START_TEST(test_dict_generations)
+{
+	enum { PER = 16, GENS = 3 };
+	struct store *st = make_store_with(64, "lz4", 0, "zstd");
+	struct store_worker *w = make_worker(st);
+	struct dictgen *g = store_dicts(st);
+	unsigned char *ref = calloc(64, PG), *dict[GENS];
+	struct store_counters c;
+	unsigned int i, k;
+
+	ck_assert_ptr_nonnull(ref);
+	ck_assert_uint_eq(gen_stats(st).generations, 0);
+	/* Generations 1, 2, 3, each current while its pages are written. */
+	for (k = 0; k < GENS; k++) {
+		dict[k] = make_dict(k + 1);
+		ck_assert_int_eq(dictgen_install(g, dict[k], DICT_LEN, dict[k], DICT_LEN),
+				 (int)k + 1);
+		for (i = k * PER; i < (k + 1) * PER; i++) {
+			fill_from_dict(ref + (size_t)i * PG, dict[k], i);
+			ck_assert_int_eq(store_write(st, w, (uint64_t)i * PG, ref + (size_t)i * PG,
+						     PG), 0);
+		}
+		ck_assert_uint_eq(gen_stats(st).refs_current, PER);
+		ck_assert_uint_eq(gen_stats(st).refs_older, (uint64_t)k * PER);
+	}
+	store_get_counters(st, &c);
+	ck_assert_uint_eq(c.dict_pages, GENS * PER);
+	ck_assert_uint_eq(c.huge_pages, 0);
+	ck_assert_uint_eq(gen_stats(st).generations, GENS);
+	/* Pages of generation 1 and 2 read back after the dictionary changed
+	 * twice (once, for 2). */
+	assert_reads(st, w, 0, ref, 64 * PG);
+	/* Nothing to free while every generation has pages. */
+	ck_assert_uint_eq(dictgen_reap(g), 0);
+
+	/* Generation 1's pages go, one by one; it is freed with the last. */
+	for (i = 0; i < PER - 1; i++)
+		ck_assert_int_eq(store_discard(st, w, (uint64_t)i * PG, PG), 0);
+	ck_assert_uint_eq(dictgen_reap(g), 0);
+	ck_assert_uint_eq(atomic_load(&g->e[1].refs), 1);
+	/* A rewrite with the current generation moves the page off gen 1. */
+	memcpy(ref + (size_t)(PER - 1) * PG, ref + (size_t)(2 * PER) * PG, PG);
+	ck_assert_int_eq(store_write(st, w, (uint64_t)(PER - 1) * PG,
+				     ref + (size_t)(PER - 1) * PG, PG), 0);
+	memset(ref, 0, (size_t)(PER - 1) * PG);
+	ck_assert_uint_eq(atomic_load(&g->e[1].refs), 0);
+	ck_assert_uint_eq(dictgen_reap(g), 1);
+	ck_assert(!atomic_load(&g->e[1].live));
+	ck_assert_uint_eq(gen_stats(st).generations, GENS - 1);
+	assert_reads(st, w, 0, ref, 64 * PG);
+
+	/* A pin holds the current generation; an unpinned old one with no
+	 * pages is freed, a pinned one is not. */
+	k = dictgen_pin(g);
+	ck_assert_uint_eq(k, 3);
+	ck_assert_int_eq(dictgen_install(g, dict[0], DICT_LEN, NULL, 0), 1);	/* reused */
+	fill_from_dict(ref + 63 * PG, dict[0], 6363);
+	ck_assert_int_eq(store_write(st, w, 63 * PG, ref + 63 * PG, PG), 0);
+	ck_assert_uint_eq(dictgen_reap(g), 0);		/* 2 and 3 have pages */
+	for (i = 2 * PER; i < 3 * PER; i++)
+		ck_assert_int_eq(store_discard(st, w, (uint64_t)i * PG, PG), 0);
+	memset(ref + (size_t)(2 * PER) * PG, 0, (size_t)PER * PG);
+	/* Page PER - 1 was rewritten with generation 3: one page left. */
+	ck_assert_uint_eq(atomic_load(&g->e[3].refs), 2);
+	ck_assert_int_eq(store_discard(st, w, (uint64_t)(PER - 1) * PG, PG), 0);
+	memset(ref + (size_t)(PER - 1) * PG, 0, PG);
+	ck_assert_uint_eq(dictgen_reap(g), 0);		/* the pin */
+	dictgen_unpin(g, k);
+	ck_assert_uint_eq(dictgen_reap(g), 1);
+	ck_assert(!atomic_load(&g->e[3].live));
+	assert_reads(st, w, 0, ref, 64 * PG);
+
+	/* Ring full: 7 generations each with a page; the next install waits
+	 * (-EBUSY) until one of them has none. */
+	for (k = gen_stats(st).generations; k < DICTGEN_MAX; k++) {
+		int gen = dictgen_install(g, dict[k % GENS], DICT_LEN, NULL, 0);
+
+		ck_assert_int_gt(gen, 0);
+		i = 48 + k;
+		fill_from_dict(ref + (size_t)i * PG, dict[k % GENS], 1000 + i);
+		ck_assert_int_eq(store_write(st, w, (uint64_t)i * PG, ref + (size_t)i * PG, PG),
+				 0);
+	}
+	ck_assert_uint_eq(gen_stats(st).generations, DICTGEN_MAX);
+	ck_assert_int_eq(dictgen_install(g, dict[0], DICT_LEN, NULL, 0), -EBUSY);
+	ck_assert_uint_eq(gen_stats(st).generations, DICTGEN_MAX);
+	assert_reads(st, w, 0, ref, 64 * PG);
+	/* Free one: discard every page of generation 2. */
+	for (i = PER; i < 2 * PER; i++)
+		ck_assert_int_eq(store_discard(st, w, (uint64_t)i * PG, PG), 0);
+	memset(ref + (size_t)PER * PG, 0, (size_t)PER * PG);
+	ck_assert_uint_eq(dictgen_reap(g), 1);
+	ck_assert_int_eq(dictgen_install(g, dict[1], DICT_LEN, dict[1], DICT_LEN), 2);
+	assert_reads(st, w, 0, ref, 64 * PG);
+
+	/* Recompression takes the current generation's recompression
+	 * dictionary, and the page still reads back. */
+	fill_from_dict(ref + 40 * PG, dict[1], 4040);
+	ck_assert_int_eq(store_write(st, w, 40 * PG, ref + 40 * PG, PG), 0);
+	ck_assert_int_eq(store_recompress(st, w, 40, &(struct store_filter){ .idle_before = UINT32_MAX }, 16), STORE_RECOMP_DONE);
+	store_get_counters(st, &c);
+	ck_assert_uint_eq(c.codec_pages[CODEC_ZSTD], 1);
+	assert_reads(st, w, 0, ref, 64 * PG);
+
+	for (k = 0; k < GENS; k++)
+		free(dict[k]);
+	free(ref);
+	free_worker(w);
+	store_destroy(st);
+}
+END_TEST
+
 static Suite *store_suite(void)
 {
 	Suite *s = suite_create("store");
@@ -411,6 +562,7 @@ static Suite *store_suite(void)
 	tcase_add_test(tc, test_mem_limit_keeps_stored_pages);
 	tcase_add_test(tc, test_concurrent_io_with_compaction);
 	tcase_add_test(tc, test_compaction_gives_pages_back);
+	tcase_add_test(tc, test_dict_generations);
 	suite_add_tcase(s, tc);
 	return s;
 }

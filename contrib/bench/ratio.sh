@@ -3,7 +3,7 @@
 #
 # ratio.sh - memory ratio of kernel zram and zswapfs on the same data.
 #
-#   ratio.sh -c CORPUS [-a ALGORITHMS] [-Z ZSWAPFS] [-n] [-R] [-C] [-B] [-t THRESHOLD]
+#   ratio.sh -c CORPUS [-a ALGORITHMS] [-Z ZSWAPFS] [-n] [-R] [-C] [-B] [-D] [-t THRESHOLD]
 #
 # Writes CORPUS (see mkcorpus) once into /dev/zram0 and once into a fresh zswapfs mount
 # (dd bs=1M oflag=direct), reads back orig_data_size, compr_data_size and mem_used_total
@@ -17,6 +17,10 @@
 # daemon's default).  -B: after each zswapfs row, where mem_used_total goes beyond
 # the codec (class rounding, span tails, free places, from MNT/stats), and, next to the
 # lz4+zstd row, zstd page by page on the same corpus (./pageratio, make it first).
+# -D: for lz4 and zstd, a second mount writes the corpus, trains a dictionary on it
+# (the `train` command: the daemon samples 2048 of its pages, trains on half), writes
+# the corpus again, compacts, and reports the row "ALG+dict" (and with lz4, "lz4+zstd+dict" after
+# recompression with the same dictionary).  Without -D the mounts have dict_train=off.
 # Needs root; zram0 must be unused (disksize 0).
 set -u
 
@@ -31,16 +35,18 @@ DO_ZRAM=1
 DO_RECOMP=1
 DO_COMPACT=1
 DO_BREAKDOWN=
+DO_DICT=
+RECOMP_LABEL=lz4+zstd
 THRESHOLD=128
 # how long a recompress pass or a compaction may take before the run fails
 WAIT_S=300
 
 usage() {
-	sed -n '4,22p' "$0" | sed 's/^# \{0,1\}//' >&2
+	sed -n '4,26p' "$0" | sed 's/^# \{0,1\}//' >&2
 	exit 2
 }
 
-while getopts c:a:Z:t:nRCBh opt; do
+while getopts c:a:Z:t:nRCBDh opt; do
 	case $opt in
 	c) CORPUS=$OPTARG ;;
 	a) ALGS=$OPTARG ;;
@@ -49,6 +55,7 @@ while getopts c:a:Z:t:nRCBh opt; do
 	R) DO_RECOMP= ;;
 	C) DO_COMPACT= ;;
 	B) DO_BREAKDOWN=1 ;;
+	D) DO_DICT=1 ;;
 	t) THRESHOLD=$OPTARG ;;
 	*) usage ;;
 	esac
@@ -201,7 +208,7 @@ run_recompress() {
 			return 1
 		fi
 	fi
-	cp "$MNT/stats" "$TMP/stats.lz4+zstd"
+	cp "$MNT/stats" "$TMP/stats.$RECOMP_LABEL"
 	log "recompress pass: ${secs}s recompressed=$(stat_of recompressed)" \
 		"skipped=$(stat_of recompress_skipped)" \
 		"incompressible=$(stat_of recompress_incompressible)" \
@@ -215,9 +222,9 @@ run_recompress() {
 		bytes_lz4 bytes_zstd; do
 		extra="$extra,\"$k\":$(stat_of $k)"
 	done
-	breakdown "zswapfs lz4+zstd"
+	breakdown "zswapfs $RECOMP_LABEL"
 	extra="$extra${BREAKDOWN_JSON:+,$BREAKDOWN_JSON}"
-	report zswapfs lz4+zstd "$(stat_of orig_data_size)" "$(stat_of compr_data_size)" \
+	report zswapfs "$RECOMP_LABEL" "$(stat_of orig_data_size)" "$(stat_of compr_data_size)" \
 		"$(stat_of mem_used_total)" "$(stat_of same_pages)" "$(stat_of huge_pages)" "$extra"
 	[ -z "$BREAKDOWN_LINE" ] || echo "$BREAKDOWN_LINE"
 	reference
@@ -233,7 +240,7 @@ run_zswapfs() {
 	fi
 	# no background pass: the figures are the codec's alone (and the pass asked for in
 	# run_recompress is the only one)
-	if ! start_fuse "$ZSWAPFS" "$devsize" "algorithm=$alg,recompress.enabled=false,recompress.threshold=$THRESHOLD"; then
+	if ! start_fuse "$ZSWAPFS" "$devsize" "algorithm=$alg,recompress.enabled=false,recompress.threshold=$THRESHOLD,dict_train=off"; then
 		log "zswapfs did not come up: $(cat "$TMP/daemon.err")"
 		failed=1; teardown; return 1
 	fi
@@ -253,6 +260,52 @@ run_zswapfs() {
 	teardown
 }
 
+# -D: the corpus, a dictionary trained by the daemon from it, the corpus again
+run_dict() {
+	local alg=$1 t0 extra k
+	if ! start_fuse "$ZSWAPFS" "$devsize" "algorithm=$alg,recompress.enabled=false,recompress.threshold=$THRESHOLD,dict_train=off"; then
+		log "zswapfs did not come up: $(cat "$TMP/daemon.err")"
+		failed=1; teardown; return 1
+	fi
+	if ! dd if="$CORPUS" of="$MNT/swap" bs=1M oflag=direct conv=notrunc status=none; then
+		log "zswapfs: writing the corpus failed"
+		failed=1; teardown; return 1
+	fi
+	t0=$(stat_of dict_trainings)
+	if [ -z "$t0" ] || ! { control train && wait_stat dict_train_pending 'v == 0'; }; then
+		log "zswapfs: no dictionary training"
+		failed=1; teardown; return 1
+	fi
+	log "dict $alg: generation $(stat_of dict_generation), $(stat_of dict_bytes) bytes," \
+		"$(stat_of dict_train_ms) ms; held-out samples $(stat_of dict_ratio_before)" \
+		"-> $(stat_of dict_ratio_after) (x1000)"
+	if ! dd if="$CORPUS" of="$MNT/swap" bs=1M oflag=direct conv=notrunc status=none; then
+		log "zswapfs: writing the corpus again failed"
+		failed=1; teardown; return 1
+	fi
+	# The rewrite freed every old object: compact, so that the row compares
+	# packed arenas (as the lz4+zstd row does).
+	t0=$(stat_of compactions)
+	if ! { control compact && wait_stat compactions "v > $t0"; }; then
+		failed=1; teardown; return 1
+	fi
+	cp "$MNT/stats" "$TMP/stats.$alg+dict"
+	extra="\"dict_bytes\":$(stat_of dict_bytes)"
+	for k in dict_pages dict_data_size nodict_pages nodict_data_size dict_ratio_before \
+		dict_ratio_after dict_train_ms; do
+		extra="$extra,\"$k\":$(stat_of $k)"
+	done
+	report zswapfs "$alg+dict" "$(stat_of orig_data_size)" "$(stat_of compr_data_size)" \
+		"$(stat_of mem_used_total)" "$(stat_of same_pages)" "$(stat_of huge_pages)" "$extra"
+	verify "$MNT/swap"
+	if [ "$alg" = lz4 ] && [ -n "$DO_RECOMP" ]; then
+		RECOMP_LABEL=lz4+zstd+dict
+		run_recompress
+		RECOMP_LABEL=lz4+zstd
+	fi
+	teardown
+}
+
 echo "# ratio: corpus=$CORPUS bytes=$bytes pages=$(( bytes / 4096 )) kernel=$(uname -r)"
 printf '%-8s %-9s %14s %15s %14s %9s %9s %10s %10s\n' device alg orig_data_size \
 	compr_data_size mem_used_total orig/mem orig/compr same_pages huge_pages
@@ -260,6 +313,7 @@ IFS=, read -r -a algs <<< "$ALGS"
 for a in "${algs[@]}"; do
 	[ -n "$DO_ZRAM" ] && run_zram "$a"
 	run_zswapfs "$a"
+	if [ -n "$DO_DICT" ] && [ "$a" != lzo ]; then run_dict "$a"; fi
 done
 echo "{\"bench\":\"ratio\",\"corpus_bytes\":$bytes,\"results\":[$json],\"failed\":$failed}"
 exit $failed

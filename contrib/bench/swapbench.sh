@@ -19,6 +19,8 @@
 #                  mount (put back afterwards); the plain devices run with it N
 #   zswapfs-bpN    zswapfs busy-polling N microseconds (-o busy_poll_us=N; bp0: none)
 #   zswapfs-norc   zswapfs without the idle recompression worker (recompress.enabled=false)
+#   zswapfs-nodict zswapfs without dictionary training (dict_train=off; plain zswapfs
+#                  trains one from its pages once 2048 are stored)
 #   zswapfs-rc     the worker busy during the run: recompress.enabled=true,
 #                  recompress.idle_age=1, recompress.rate=0 (pages untouched for 1 s are
 #                  recompressed with zstd, no rate limit); plain zswapfs: daemon defaults
@@ -125,6 +127,7 @@ setup_dev() {
 	4k) lo=(--direct-io=on --sector-size 4096) ;;
 	mt | t2 | bp[0-9]* | ur) ;;
 	norc | rc) [ "$base" = zswapfs ] || { log "$dev: only zswapfs recompresses"; return 1; } ;;
+	nodict) [ "$base" = zswapfs ] || { log "$dev: only zswapfs trains dictionaries"; return 1; } ;;
 	m) [ "$base" = zram ] || { log "$dev: -m is zram's; zswapfs-wb is its match"; return 1; } ;;
 	wb | wbp | wbt2) [ "$base" = zswapfs ] || { log "$dev: only zswapfs writes back"; return 1; } ;;
 	*) log "unknown device variant $dev"; return 1 ;;
@@ -152,6 +155,7 @@ setup_dev() {
 		[ "$var" = t2 ] && opts="$opts,threads=2"
 		case $var in bp[0-9]*) opts="$opts,busy_poll_us=${var#bp}" ;; esac
 		[ "$var" = norc ] && opts="$opts,recompress.enabled=false"
+		[ "$var" = nodict ] && opts="$opts,dict_train=off"
 		[ "$var" = rc ] && opts="$opts,recompress.enabled=true,recompress.idle_age=1"
 		[ "$var" = rc ] && opts="$opts,recompress.rate=0"
 		if [ "${var#wb}" != "$var" ]; then
