@@ -95,11 +95,12 @@ static const struct setting settings[] = {
 	 * but on 2 vCPUs the spinning thread slows the real swap workload
 	 * (medians of 4: 16.5 s at 0, 17.9 s at 20, 19.1 s at 100 us;
 	 * swapbench.sh -d zswapfs-bp0,zswapfs-bp20,zswapfs-bp100). */
-	/* Requests wait on the run queue when the CPUs are busy: on 2 vCPUs
-	 * under a writer, the request thread waited 4.3 s for a CPU in 10 s
-	 * of fio (/proc/TID/schedstat), and reads' p99.99 and max are that
-	 * wait (contrib/bench/README, rwbench).  Set once at start, before
-	 * privileges are dropped (a negative value needs CAP_SYS_NICE). */
+	/* Requests wait on the run queue too: on 2 busy vCPUs under one fio
+	 * writer and one reader, the request thread waited 4.1-4.9 s for a
+	 * CPU in 10 s (/proc/TID/schedstat), ~9 us per wake-up.  Default 0:
+	 * -10 did not win in the same run (contrib/bench/README, rwbench).
+	 * Set once at start, before privileges are dropped (a negative value
+	 * needs CAP_SYS_NICE). */
 	{ .name = "request_nice", .type = SETTING_INT, FIELD(request_nice),
 	  .min = -20, .max = 19, .def = "0",
 	  .help = "nice value of the request threads (negative: before other tasks)" },
