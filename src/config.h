@@ -53,6 +53,7 @@ struct zs_config {
 	uint64_t mem_limit;		/* bytes; 0 = no limit */
 	int64_t threads;		/* request threads */
 	int64_t busy_poll_us;		/* spin this long for the next request */
+	int64_t request_nice;		/* nice value of the request threads */
 	bool fuse_uring;		/* FUSE over io_uring when the kernel allows */
 	int lock_memory;		/* enum zs_lock_memory */
 	/* Who besides root may read `stats` (with allow_other); nobody
@@ -108,6 +109,7 @@ struct zs_params {
 	bool lock_memory_required;
 	unsigned int threads;
 	unsigned int busy_poll_us;
+	int request_nice;
 	bool fuse_uring;
 	int64_t stats_gid;		/* -1: none */
 	/* The backing file, when backing_path is not NULL */

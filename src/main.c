@@ -26,6 +26,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/sysinfo.h>
 #include <unistd.h>
@@ -593,6 +594,10 @@ int main(int argc, char **argv)
 		goto out_unmount;
 	stats_init();
 	/* Still before any thread: capabilities are per thread. */
+	err = transport_set_nice(par.request_nice);
+	if (err)
+		log_warn("request_nice %d: %s: requests run at nice %d", par.request_nice,
+			 strerror(-err), getpriority(PRIO_PROCESS, 0));
 	privileged = false;
 	if (harden_drop_privileges())
 		goto out_unmount;
