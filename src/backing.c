@@ -67,6 +67,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
+#include <time.h>
 
 #include "backing.h"
 #include "backing_file.h"
@@ -128,6 +129,7 @@ struct backing {
 	atomic_uint_fast64_t bytes_written;
 	atomic_uint_fast64_t writes;
 	atomic_uint_fast64_t reads;
+	atomic_uint_fast64_t bytes_read;	/* by backing_read's preads */
 	atomic_uint_fast64_t write_errors;
 	atomic_uint_fast64_t read_errors;
 	atomic_uint_fast64_t auth_failures;
@@ -138,6 +140,7 @@ struct backing_reader {
 	struct backing *b;
 	unsigned char *buf;		/* READER_BUF bytes, BACKING_ALIGN-aligned */
 	struct seal_ctx *ctx;		/* NULL: plain */
+	uint64_t io_ns;			/* the last backing_read's pread (0: none) */
 };
 
 static const uint8_t zero_tag[SEAL_TAG_SIZE];
@@ -613,12 +616,14 @@ int backing_read(struct backing_reader *r, uint64_t loc, uint32_t slot, const vo
 {
 	struct backing *b = r->b;
 	struct backing_hdr *h;
+	struct timespec t0, t1;
 	uint32_t seg, off, soff, delta, n;
 	uint64_t seq;
 	ssize_t got;
 	size_t avail;
 	int ret;
 
+	r->io_ns = 0;
 	if (!loc_valid(b, loc))
 		goto out_err;
 	seg = (uint32_t)(loc / BACKING_SEG_SIZE);
@@ -658,9 +663,16 @@ int backing_read(struct backing_reader *r, uint64_t loc, uint32_t slot, const vo
 		    ~(BACKING_ALIGN - 1);
 		if (n > BACKING_SEG_SIZE - soff)
 			n = BACKING_SEG_SIZE - soff;
+		clock_gettime(CLOCK_MONOTONIC, &t0);
 		do
 			got = pread(b->fd, r->buf, n, (off_t)(loc - delta));
 		while (got < 0 && errno == EINTR);
+		clock_gettime(CLOCK_MONOTONIC, &t1);
+		r->io_ns = (uint64_t)(t1.tv_sec - t0.tv_sec) * 1000000000u +
+			   (uint64_t)t1.tv_nsec - (uint64_t)t0.tv_nsec;
+		if (got > 0)
+			atomic_fetch_add_explicit(&b->bytes_read, (uint64_t)got,
+						  memory_order_relaxed);
 		if (got < 0 || (size_t)got < delta + BACKING_HDR_SIZE)
 			goto out_err;
 		h = (void *)(r->buf + delta);
@@ -682,6 +694,11 @@ int backing_read(struct backing_reader *r, uint64_t loc, uint32_t slot, const vo
 out_err:
 	atomic_fetch_add_explicit(&b->read_errors, 1, memory_order_relaxed);
 	return -EIO;
+}
+
+uint64_t backing_reader_io_ns(const struct backing_reader *r)
+{
+	return r->io_ns;
 }
 
 void backing_free(struct backing *b, uint64_t loc, uint16_t len)
@@ -755,6 +772,7 @@ void backing_get_stats(struct backing *b, struct backing_stats *s)
 	s->bytes_written = atomic_load_explicit(&b->bytes_written, memory_order_relaxed);
 	s->writes = atomic_load_explicit(&b->writes, memory_order_relaxed);
 	s->reads = atomic_load_explicit(&b->reads, memory_order_relaxed);
+	s->bytes_read = atomic_load_explicit(&b->bytes_read, memory_order_relaxed);
 	s->write_errors = atomic_load_explicit(&b->write_errors, memory_order_relaxed);
 	s->read_errors = atomic_load_explicit(&b->read_errors, memory_order_relaxed);
 	s->auth_failures = atomic_load_explicit(&b->auth_failures, memory_order_relaxed);

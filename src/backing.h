@@ -146,6 +146,10 @@ void backing_abort(struct backing *b);
  */
 int backing_read(struct backing_reader *r, uint64_t loc, uint32_t slot, const void **data,
 		 uint16_t *len, uint8_t *codec);
+/* How long the last backing_read() of r waited for its pread, in ns; 0
+ * when it read nothing from the disk (the open segment's buffer, or a
+ * location refused before any I/O). */
+uint64_t backing_reader_io_ns(const struct backing_reader *r);
 /* The object at loc, of len bytes, is dead. */
 void backing_free(struct backing *b, uint64_t loc, uint16_t len);
 /*
@@ -203,6 +207,7 @@ struct backing_stats {
 	uint64_t bytes_written;		/* to the file, for the SSD's write budget */
 	uint64_t writes;		/* segment writes that succeeded */
 	uint64_t reads;			/* objects read back */
+	uint64_t bytes_read;		/* by their preads (blocks, not objects) */
 	uint64_t write_errors;
 	uint64_t read_errors;		/* I/O errors, checksum/header/tag mismatches */
 	uint64_t auth_failures;		/* of those, objects whose tag did not match */

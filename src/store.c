@@ -420,7 +420,11 @@ static int backing_load_locked(struct store *st, struct store_worker *w, uint64_
 	uint8_t codec;
 	int err;
 
-	if (backing_read(w->breader, s->loc, (uint32_t)idx, &obj, &len, &codec))
+	err = backing_read(w->breader, s->loc, (uint32_t)idx, &obj, &len, &codec);
+	w->pages_backing++;
+	if (w->pread_lat && backing_reader_io_ns(w->breader))
+		lat_add(w->pread_lat, backing_reader_io_ns(w->breader));
+	if (err)
 		return -EIO;
 	/* The header passed its checksum or tag; it must also be what the slot says. */
 	if (len != s->size || codec != s->codec)
@@ -450,6 +454,7 @@ static int slot_load_locked(struct store *st, struct store_worker *w, uint64_t i
 		fill_page(page, s->loc);
 		return 0;
 	case SLOT_ARENA:
+		w->pages_arena++;
 		return object_load(w, s, arena_map(st->arena, s->loc), page);
 	case SLOT_BACKING:
 		return backing_load_locked(st, w, idx, s, page, freed);
@@ -494,7 +499,15 @@ static int page_write(struct store *st, struct store_worker *w, uint64_t idx, co
 	 * itself be waiting in reclaim for this very request.
 	 */
 	while (err == -ENOSPC && (make_room = atomic_load(&st->make_room))) {
-		bool made = make_room(st->make_room_arg) == 0;
+		struct timespec t0, t1;
+		bool made;
+
+		clock_gettime(CLOCK_MONOTONIC, &t0);
+		made = make_room(st->make_room_arg) == 0;
+		clock_gettime(CLOCK_MONOTONIC, &t1);
+		/* At least 1 ns: the caller tells a write that waited by it. */
+		w->room_wait_ns += (uint64_t)(t1.tv_sec - t0.tv_sec) * 1000000000u +
+				   (uint64_t)t1.tv_nsec - (uint64_t)t0.tv_nsec + 1;
 
 		/* Look again even when this round freed nothing: the round
 		 * before it (the high watermark's) may have, meanwhile. */

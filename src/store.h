@@ -64,6 +64,7 @@
 
 #include "arena.h"
 #include "codec.h"
+#include "lat.h"
 #include "page.h"
 
 struct backing;
@@ -103,6 +104,17 @@ struct store_worker {
 	unsigned char cbuf[STORE_PAGE_SIZE];	/* compressed output */
 	unsigned char pbuf[STORE_PAGE_SIZE];	/* partial-page scratch */
 	struct backing_reader *breader;		/* with a backing file: reads of it */
+	/*
+	 * What the request in progress did, for the caller's latency figures
+	 * (stats.h): the caller zeroes them before a request and reads them
+	 * after.  Pages read from the arena and from the backing file, and
+	 * the time a write spent waiting for the make-room function.
+	 */
+	uint32_t pages_arena;
+	uint32_t pages_backing;
+	uint64_t room_wait_ns;
+	struct lat_hist *pread_lat;		/* each disk read of the backing file
+						 * is added here (NULL: not counted) */
 };
 
 /* The figures of the stats file that the store keeps (zram's meanings). */

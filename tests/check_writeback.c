@@ -1725,6 +1725,70 @@ START_TEST(test_make_room)
 }
 END_TEST
 
+/*
+ * What a request did, for the latency histograms (store_worker): pages from
+ * the arena, from the backing file (each disk read in pread_lat), and the
+ * time a write waited for room.  Each counter sees only its own kind.
+ */
+START_TEST(test_request_paths)
+{
+	struct env_opts o = { .pages = 600, .mem_limit = 64 * PG };
+	struct lat_hist pread = { 0 };
+	struct writeback_result r;
+	struct room rm = { 0 };
+	struct env e;
+	uint64_t i;
+
+	env_open(&e, &o);
+	e.w->pread_lat = &pread;
+	put(&e, 0, K_TEXT, 1);
+	put(&e, 1, K_TEXT, 2);
+	pass(&e, UINT32_MAX, false, 0, 1, &r);		/* page 0 only */
+	ck_assert_uint_eq(r.pages, 1);
+	ck_assert(slot(&e, 0).on_backing && slot(&e, 1).in_arena);
+	ck_assert_uint_eq(e.w->pages_arena + e.w->pages_backing + e.w->room_wait_ns, 0);
+
+	verify_page(&e, 1);
+	ck_assert_uint_eq(e.w->pages_arena, 1);
+	ck_assert_uint_eq(e.w->pages_backing, 0);
+	verify_page(&e, 0);
+	ck_assert_uint_eq(e.w->pages_backing, 1);
+	/* Its segment is still the open one: copied from its buffer, no pread. */
+	ck_assert_uint_eq(atomic_load(&pread.count), 0);
+	verify_page(&e, 5);					/* empty: neither */
+	ck_assert_uint_eq(e.w->pages_arena + e.w->pages_backing, 2);
+	ck_assert_uint_eq(e.w->room_wait_ns, 0);
+
+	/* Writes into a full arena wait for room: the wait is counted. */
+	rm.e = &e;
+	store_set_make_room(e.st, room_hook, &rm);
+	for (i = 2; i < 400; i++)
+		put(&e, i, K_RANDOM, i);
+	ck_assert_int_gt(rm.calls, 0);
+	ck_assert_uint_gt(e.w->room_wait_ns, 0);
+	store_set_make_room(e.st, NULL, NULL);
+	/* 1.5 MiB of raw pages later, page 0's segment is on disk: one pread. */
+	verify_page(&e, 0);
+	ck_assert_uint_eq(atomic_load(&pread.count), 1);
+	ck_assert_uint_gt(atomic_load(&pread.ns_total), 0);
+	ck_assert_uint_eq(atomic_load(&pread.bucket[lat_bucket(atomic_load(&pread.ns_max))]), 1);
+	verify_all(&e);
+	env_close(&e);
+
+	/* The buckets: under 2 us, then powers of two, the last open-ended. */
+	ck_assert_uint_eq(lat_bucket(0), 0);
+	ck_assert_uint_eq(lat_bucket(1999), 0);
+	ck_assert_uint_eq(lat_bucket(2000), 1);
+	ck_assert_uint_eq(lat_bucket(3999), 1);
+	ck_assert_uint_eq(lat_bucket(4000), 2);
+	ck_assert_uint_eq(lat_bucket(1048575999ull), 19);
+	ck_assert_uint_eq(lat_bucket(1048576000ull), 20);
+	ck_assert_uint_eq(lat_bucket(UINT64_MAX), LAT_BUCKETS - 1);
+	ck_assert_uint_eq(lat_bucket_us(0), 0);
+	ck_assert_uint_eq(lat_bucket_us(20), 1048576);
+}
+END_TEST
+
 /* A full arena and a full backing file: writes fail, and nothing is lost. */
 START_TEST(test_make_room_backing_full)
 {
@@ -1778,6 +1842,7 @@ static Suite *writeback_suite(void)
 	tcase_add_test(tc, test_damaged_objects);
 	tcase_add_test(tc, test_concurrent);
 	tcase_add_test(tc, test_make_room);
+	tcase_add_test(tc, test_request_paths);
 	tcase_add_test(tc, test_make_room_backing_full);
 	tcase_add_test(tc, test_daily_budget_small_objects);
 	tcase_add_test(tc, test_compact_full_file);

@@ -110,11 +110,23 @@ live=$(zs_stat "$mnt" backing_bytes_live)
 [ "$live" -ge "$compr0" ] || fail "backing_bytes_live $live < the $compr0 compressed bytes moved"
 
 reads0=$(zs_stat "$mnt" bd_reads)
+lat0=$(zs_stat "$mnt" lat_read_backing_reqs)
+pread0=$(zs_stat "$mnt" lat_backing_pread_reqs)
 zs_run 60 cmp "$data" <(dd if="$mnt/swap" bs=1M count=32 iflag=direct status=none) ||
 	fail "the written-back pages do not read back as written"
 reads1=$(zs_stat "$mnt" bd_reads)
 [ $((reads1 - reads0)) -ge $((stored - same)) ] ||
 	fail "bd_reads rose by $((reads1 - reads0)) only, for $((stored - same)) pages read back"
+# Every 1 MiB read took its pages from the file (32 requests, the kernel
+# may split them); each object came from the disk in a pread of its own,
+# but those of the open segment, still in its buffer (fewer than 1 MiB's).
+lat1=$(zs_stat "$mnt" lat_read_backing_reqs)
+pread1=$(zs_stat "$mnt" lat_backing_pread_reqs)
+[ $((lat1 - lat0)) -ge 32 ] || fail "lat_read_backing_reqs rose by $((lat1 - lat0)), not 32"
+if [ $((pread1 - pread0)) -gt $((reads1 - reads0)) ] ||
+	[ $((pread1 - pread0)) -lt $((reads1 - reads0 - 1024)) ]; then
+	fail "lat_backing_pread_reqs rose by $((pread1 - pread0)), bd_reads by $((reads1 - reads0))"
+fi
 # Read back, a page stays on the backing file (the kernel has it cached).
 [ "$(zs_stat "$mnt" bd_count)" -eq $((stored - same)) ] || fail "bd_count changed on reading"
 
