@@ -614,6 +614,12 @@ static bool loc_valid(const struct backing *b, uint64_t loc)
 int backing_read(struct backing_reader *r, uint64_t loc, uint32_t slot, const void **data,
 		 uint16_t *len, uint8_t *codec)
 {
+	return backing_read_len(r, loc, slot, 0, data, len, codec);
+}
+
+int backing_read_len(struct backing_reader *r, uint64_t loc, uint32_t slot, uint16_t want,
+		     const void **data, uint16_t *len, uint8_t *codec)
+{
 	struct backing *b = r->b;
 	struct backing_hdr *h;
 	struct timespec t0, t1;
@@ -652,15 +658,23 @@ int backing_read(struct backing_reader *r, uint64_t loc, uint32_t slot, const vo
 	} else {
 		pthread_mutex_unlock(&b->lock);
 		/*
-		 * One read of the blocks that the largest object starting here
-		 * would cover (two, three for the last 32 bytes of a block);
-		 * an object never crosses a segment's end, so neither does the
-		 * read.
+		 * One read of the blocks the object covers: with the length the
+		 * caller expects (want), only those (a 1.5 KiB object: one block
+		 * two times in three); without, those the largest object
+		 * starting here would cover (two, three for the last 32 bytes
+		 * of a block).  A wrong want reads too little for the object
+		 * the header describes, or a header that is not what the caller
+		 * expects: obj_open's length check, or the one below, fails it
+		 * (-EIO), never data of another size.  An object never crosses
+		 * a segment's end, so neither does the read.  Measured on the
+		 * issue 13 benchmark: disk bytes read 1.75x -> 1.22x the plain
+		 * swap file's.
 		 */
 		soff = off & ~(BACKING_ALIGN - 1);
 		delta = off - soff;
-		n = (delta + BACKING_HDR_SIZE + BACKING_MAX_DATA + BACKING_ALIGN - 1) &
-		    ~(BACKING_ALIGN - 1);
+		n = (delta + BACKING_HDR_SIZE +
+		     (want && want <= BACKING_MAX_DATA ? want : BACKING_MAX_DATA) +
+		     BACKING_ALIGN - 1) & ~(BACKING_ALIGN - 1);
 		if (n > BACKING_SEG_SIZE - soff)
 			n = BACKING_SEG_SIZE - soff;
 		clock_gettime(CLOCK_MONOTONIC, &t0);
@@ -678,7 +692,7 @@ int backing_read(struct backing_reader *r, uint64_t loc, uint32_t slot, const vo
 		h = (void *)(r->buf + delta);
 		avail = (size_t)got - delta;
 	}
-	if (h->slot != slot)
+	if (h->slot != slot || (want && h->len != want))
 		goto out_err;
 	ret = obj_open(r, h, loc, seq, avail);
 	if (ret == -EBADMSG)

@@ -146,6 +146,13 @@ void backing_abort(struct backing *b);
  */
 int backing_read(struct backing_reader *r, uint64_t loc, uint32_t slot, const void **data,
 		 uint16_t *len, uint8_t *codec);
+/*
+ * The same, for an object the caller knows to be want bytes long (the
+ * slot's size): only the blocks it covers are read.  An object of any other
+ * length is -EIO, as above (0: any length, the blocks of the largest).
+ */
+int backing_read_len(struct backing_reader *r, uint64_t loc, uint32_t slot, uint16_t want,
+		     const void **data, uint16_t *len, uint8_t *codec);
 /* How long the last backing_read() of r waited for its pread, in ns; 0
  * when it read nothing from the disk (the open segment's buffer, or a
  * location refused before any I/O). */

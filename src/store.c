@@ -420,7 +420,7 @@ static int backing_load_locked(struct store *st, struct store_worker *w, uint64_
 	uint8_t codec;
 	int err;
 
-	err = backing_read(w->breader, s->loc, (uint32_t)idx, &obj, &len, &codec);
+	err = backing_read_len(w->breader, s->loc, (uint32_t)idx, s->size, &obj, &len, &codec);
 	w->pages_backing++;
 	if (w->pread_lat && backing_reader_io_ns(w->breader))
 		lat_add(w->pread_lat, backing_reader_io_ns(w->breader));

@@ -669,6 +669,88 @@ START_TEST(test_straddle)
 }
 END_TEST
 
+/*
+ * With the length the slot knows, a read takes only the blocks the object
+ * covers; a wrong length is -EIO (counted), never the data: shorter or
+ * longer by a byte, and one that would read too few blocks for the object.
+ */
+static int read_len(struct backing_reader *rd, const struct obj *o, uint32_t slot,
+		    uint16_t want)
+{
+	unsigned char expect[BACKING_MAX_DATA];
+	const void *data;
+	uint16_t len;
+	uint8_t codec;
+	int r = backing_read_len(rd, o->loc, slot, want, &data, &len, &codec);
+
+	if (r)
+		return r;
+	ck_assert_uint_eq(len, o->len);
+	make_data(expect, len, slot, 0);
+	ck_assert(!memcmp(data, expect, len));
+	return 0;
+}
+
+static uint64_t bytes_read(struct backing *b)
+{
+	struct backing_stats s;
+
+	backing_get_stats(b, &s);
+	return s.bytes_read;
+}
+
+START_TEST(test_read_len)
+{
+	struct backing *b;
+	struct backing_reader *rd;
+	/* a: one block from SEG0; c: 32 bytes before a block's end, three */
+	struct obj a = { .len = 1000 }, f = { .len = 4080 - 1040 - 32 },
+		   c = { .len = BACKING_MAX_DATA }, d = { .len = 5000 - 4096 };
+	static struct obj rest[1024];
+	struct backing_stats s0, s1;
+	uint64_t r0;
+
+	cipher = ciphers[_i];
+
+	b = open_b(4 * MIB);
+	rd = reader(b);
+	ck_assert_int_eq(put(b, 1, a.len, &a.loc), 0);
+	ck_assert_int_eq(put(b, 2, f.len, &f.loc), 0);
+	ck_assert_int_eq(put(b, 3, c.len, &c.loc), 0);
+	ck_assert_uint_eq(c.loc, SEG0 + 4080);
+	ck_assert_int_eq(put(b, 4, d.len, &d.loc), 0);
+	/* a full segment behind them: theirs is written and closed */
+	ck_assert_uint_gt(fill_segment(b, 100, rest), 0);
+	ck_assert_int_eq(backing_flush(b), 0);
+
+	r0 = bytes_read(b);
+	ck_assert_int_eq(read_len(rd, &a, 1, a.len), 0);
+	ck_assert_uint_eq(bytes_read(b) - r0, 4096);
+	r0 = bytes_read(b);
+	ck_assert_int_eq(read_len(rd, &c, 3, c.len), 0);
+	ck_assert_uint_eq(bytes_read(b) - r0, 3 * 4096);
+	/* without a length: the blocks of the largest object */
+	r0 = bytes_read(b);
+	ck_assert_int_eq(read_len(rd, &a, 1, 0), 0);
+	ck_assert_uint_eq(bytes_read(b) - r0, 2 * 4096);
+
+	backing_get_stats(b, &s0);
+	ck_assert_int_eq(read_len(rd, &a, 1, a.len - 1), -EIO);
+	ck_assert_int_eq(read_len(rd, &a, 1, a.len + 1), -EIO);
+	/* c needs three blocks; a length that fits in one reads one */
+	ck_assert_int_eq(read_len(rd, &c, 3, 16), -EIO);
+	ck_assert_int_eq(read_len(rd, &d, 4, 1), -EIO);
+	ck_assert_int_eq(read_len(rd, &c, 3, BACKING_MAX_DATA + 1), -EIO);
+	backing_get_stats(b, &s1);
+	ck_assert_uint_eq(s1.read_errors, s0.read_errors + 5);
+	/* and the right lengths still read */
+	ck_assert_int_eq(read_len(rd, &f, 2, f.len), 0);
+	ck_assert_int_eq(read_len(rd, &d, 4, d.len), 0);
+	backing_reader_destroy(rd);
+	backing_close(b);
+}
+END_TEST
+
 START_TEST(test_bad_args)
 {
 	struct backing *b;
@@ -1623,6 +1705,7 @@ static Suite *backing_suite(void)
 	tcase_add_loop_test(tc, test_seal_api, 0, NMODES);
 	tcase_add_loop_test(tc, test_round_trip, 0, NMODES);
 	tcase_add_loop_test(tc, test_straddle, 0, NMODES);
+	tcase_add_loop_test(tc, test_read_len, 0, NMODES);
 	tcase_add_loop_test(tc, test_bad_args, 0, NMODES);
 	tcase_add_loop_test(tc, test_tamper, 0, NMODES);
 	tcase_add_loop_test(tc, test_moved, 0, NMODES);
