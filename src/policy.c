@@ -44,6 +44,8 @@ struct policy {
 	struct store_worker worker;
 	pthread_t tid;
 	_Atomic bool stop;
+	uint64_t pages_seen;		/* pages read and written at the last tick
+					 * (policy thread only): idle when unchanged */
 
 	pthread_mutex_t lock;		/* a leaf (lock order: store.h) */
 	pthread_cond_t wake;
@@ -269,6 +271,20 @@ static void make_room(struct policy *pol, uint64_t upto)
 	pthread_mutex_unlock(&pol->lock);
 }
 
+/* No page read or written since the last call (a tick ago). */
+static bool requests_idle(struct policy *pol)
+{
+	struct store_counters c;
+	uint64_t seen;
+
+	store_get_counters(pol->st, &c);
+	seen = c.pages_read + c.pages_written;
+	if (seen == pol->pages_seen)
+		return true;
+	pol->pages_seen = seen;
+	return false;
+}
+
 /* The high watermark: checked every tick, and at once when a write passed it. */
 static void watermark_tick(struct policy *pol)
 {
@@ -288,7 +304,8 @@ static void auto_writeback(struct policy *pol, bool idle_due)
 		return;
 	if (idle_due)
 		run_idle_timer(pol, POLICY_WRITEBACK);
-	writeback_compact(pol->wb, WRITEBACK_COMPACT_SEGS, &pol->stop);
+	if (writeback_compact_due(pol->wb, requests_idle(pol)))
+		writeback_compact(pol->wb, WRITEBACK_COMPACT_SEGS, &pol->stop);
 }
 
 /* The first job asked for, or POLICY_NR_JOBS.  Caller holds the lock. */

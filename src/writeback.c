@@ -368,6 +368,33 @@ unsigned int writeback_compact(struct writeback *wb, unsigned int max_segments,
 	return done;
 }
 
+/*
+ * Free segments below this share of the file (1/WB_SHORT_DIV) make it run
+ * short.  Compaction re-reads and rewrites segments on the disk that
+ * swap-ins read from: on every tick under load it cost 91 x 1 MiB of reads
+ * in an 18 s run of issue 13's benchmark, and doing it only when short or
+ * idle cut bytes read by 8 % and written by 7 % (the findings' ab3).
+ */
+#define WB_SHORT_DIV		8u
+#define WB_SHORT_MIN_SEGS	4u
+
+bool writeback_compact_due(struct writeback *wb, bool idle)
+{
+	struct backing_stats bs;
+	uint64_t free_bytes, min;
+
+	if (!wb->cfg.compact_threshold)
+		return false;
+	if (idle)
+		return true;
+	backing_get_stats(wb->b, &bs);
+	free_bytes = bs.bytes_max - bs.bytes_used;
+	min = bs.bytes_max / WB_SHORT_DIV;
+	if (min < (uint64_t)WB_SHORT_MIN_SEGS * BACKING_SEG_SIZE)
+		min = (uint64_t)WB_SHORT_MIN_SEGS * BACKING_SEG_SIZE;
+	return free_bytes < min;
+}
+
 /* ---- automatic writeback ------------------------------------------------------ */
 
 /*

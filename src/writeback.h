@@ -100,6 +100,14 @@ int writeback_run(struct writeback *wb, const struct writeback_pass *p,
 unsigned int writeback_compact(struct writeback *wb, unsigned int max_segments,
 			       const _Atomic bool *stop);
 
+/*
+ * Whether automatic compaction should run now: with idle (no request since
+ * the last look), or when the backing file runs short of free segments
+ * (fewer than an eighth of it, or four).  Under load on a file with room
+ * it waits: its reads and rewrites compete with swap-ins for the disk.
+ */
+bool writeback_compact_due(struct writeback *wb, bool idle);
+
 /* ---- automatic writeback ---- */
 
 /*

@@ -1789,6 +1789,43 @@ START_TEST(test_request_paths)
 }
 END_TEST
 
+/*
+ * Automatic compaction waits while the file has room and requests come:
+ * it is due when idle, or once free segments run short (an eighth of the
+ * file, at least four), and never with compaction off.
+ */
+START_TEST(test_compact_due)
+{
+	struct env_opts o = { .pages = 2048, .backing_max = 8 * MIB, .compact_threshold = 50 };
+	struct writeback_result r;
+	struct env e;
+	uint64_t i;
+
+	env_open(&e, &o);
+	ck_assert(!writeback_compact_due(e.wb, false));
+	ck_assert(writeback_compact_due(e.wb, true));
+	/* 3 MiB of raw pages: 5 segments left of 8, still room */
+	for (i = 0; i < 768; i++)
+		put(&e, i, K_RANDOM, i);
+	pass_all(&e, &r);
+	ck_assert(!writeback_compact_due(e.wb, false));
+	/* 5 MiB more: 3 free, short */
+	for (; i < 2048; i++)
+		put(&e, i, K_RANDOM, i);
+	pass_all(&e, &r);
+	ck_assert_uint_gt(count_on_backing(&e), 1500);
+	ck_assert(writeback_compact_due(e.wb, false));
+	e.cfg.compact_threshold = 0;
+	writeback_destroy(e.wb);
+	e.wb = writeback_create(e.st, &e.cfg);
+	ck_assert_ptr_nonnull(e.wb);
+	ck_assert(!writeback_compact_due(e.wb, false));
+	ck_assert(!writeback_compact_due(e.wb, true));
+	verify_all(&e);
+	env_close(&e);
+}
+END_TEST
+
 /* A full arena and a full backing file: writes fail, and nothing is lost. */
 START_TEST(test_make_room_backing_full)
 {
@@ -1843,6 +1880,7 @@ static Suite *writeback_suite(void)
 	tcase_add_test(tc, test_concurrent);
 	tcase_add_test(tc, test_make_room);
 	tcase_add_test(tc, test_request_paths);
+	tcase_add_test(tc, test_compact_due);
 	tcase_add_test(tc, test_make_room_backing_full);
 	tcase_add_test(tc, test_daily_budget_small_objects);
 	tcase_add_test(tc, test_compact_full_file);

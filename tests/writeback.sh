@@ -29,6 +29,7 @@ set -eu
 MIB=$((1 << 20))
 MEM_LIMIT_MIB=32
 SIZE_MIB=1024
+BACKING_MIB=176
 CG_LIMIT_MIB=64
 # memhog's page mix compresses about 1.7:1 with lz4 (with same-filled pages
 # costing nothing): the 192 MiB beyond the cgroup's limit are ~110 MiB
@@ -291,8 +292,11 @@ log "part 2: swap, mem_limit=${MEM_LIMIT_MIB}M," \
 # must give way to writeback, or writes would wait for room and fail; and
 # pages recompressed to zstd are written back and read too.
 # Backing-file segments are compacted once a quarter of their bytes are dead
-# (the default waits for half, which a quarter of rewrites seldom makes).
-zs_mount "size=${SIZE_MIB}M,mem_limit=${MEM_LIMIT_MIB}M,writeback.backing_file=$ZS_TMP/backing2,recompress.idle_age=1,writeback.compact_threshold=75"
+# (the default waits for half, which a quarter of rewrites seldom makes),
+# and under load only when the file runs short of free segments (an eighth
+# of it): a file of BACKING_MIB, little more than the hog's compressed
+# pages (~130 MiB live at the peak), runs short while the hog rewrites.
+zs_mount "size=${SIZE_MIB}M,mem_limit=${MEM_LIMIT_MIB}M,writeback.backing_file=$ZS_TMP/backing2,writeback.max_size=${BACKING_MIB}M,recompress.idle_age=1,writeback.compact_threshold=75"
 mnt=$ZS_MNT
 pid=$ZS_PID
 rss_start=$(zs_stat "$mnt" rss_bytes)
