@@ -29,7 +29,7 @@ set -eu
 MIB=$((1 << 20))
 MEM_LIMIT_MIB=32
 SIZE_MIB=1024
-BACKING_MIB=176
+BACKING_MIB=160
 CG_LIMIT_MIB=64
 # memhog's page mix compresses about 1.7:1 with lz4 (with same-filled pages
 # costing nothing): the 192 MiB beyond the cgroup's limit are ~110 MiB
