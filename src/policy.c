@@ -18,6 +18,7 @@
 #include "log.h"
 #include "policy.h"
 #include "recompress.h"
+#include "reserve.h"
 #include "store.h"
 
 /* How often the thread looks at the clock and the arena.  A full scan of
@@ -285,6 +286,15 @@ static bool requests_idle(struct policy *pol)
 	return false;
 }
 
+/* The arena's write rate, as the reserve measures it (0 without one). */
+static uint64_t write_rate(void)
+{
+	struct reserve_stats rs;
+
+	reserve_get_stats(&rs);
+	return rs.peak_rate;
+}
+
 /* The high watermark: checked every tick, and at once when a write passed it. */
 static void watermark_tick(struct policy *pol)
 {
@@ -292,6 +302,7 @@ static void watermark_tick(struct policy *pol)
 	atomic_store(&pol->urgent, false);
 	if (!pol->cfg.wb_auto || writeback_held_back(pol->wb))
 		return;
+	writeback_set_write_rate(pol->wb, write_rate());
 	if (writeback_above_high(pol->wb))
 		writeback_make_room(pol->wb, false, &pol->stop);
 }

@@ -376,6 +376,7 @@ size_t stats_snapshot(struct store *st, struct policy *pol, const struct stats_i
 	}
 	put(&t, STATS_K_WRITEBACK_ROOM_WAIT_NS,
 	    atomic_load_explicit(&io->room_wait_ns, memory_order_relaxed));
+	put(&t, STATS_K_WRITEBACK_HEADROOM_BYTES, ps.has_writeback ? ps.wb.headroom : 0);
 	put_paths(&t, io);
 	return t.len;
 }

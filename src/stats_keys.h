@@ -171,6 +171,8 @@
 	  "bytes the reads of written-back pages took from the disk") \
 	X(WRITEBACK_ROOM_WAIT_NS, "writeback_room_wait_ns", NUM, ONE, "ns", \
 	  "time writes spent waiting for writeback to make room") \
+	X(WRITEBACK_HEADROOM_BYTES, "writeback_headroom_bytes", NUM, ONE, "bytes", \
+	  "room above the high watermark, for a burst of writes") \
 	X(LAT_REQS, "lat_*_reqs", NUM, PATH, "count", "requests (disk reads) of the path") \
 	X(LAT_NS_TOTAL, "lat_*_ns_total", NUM, PATH, "ns", "their time in all") \
 	X(LAT_NS_MAX, "lat_*_ns_max", NUM, PATH, "ns", "the longest of them") \

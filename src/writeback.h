@@ -81,6 +81,7 @@ struct writeback_stats {
 	uint64_t compaction_moves;	/* objects rewritten by segment compaction */
 	uint64_t segments_compacted;
 	uint64_t budget_left;		/* bytes; UINT64_MAX with no daily limit */
+	uint64_t headroom;		/* mem_limit less the high watermark now */
 	enum writeback_status status;
 };
 
@@ -119,8 +120,15 @@ bool writeback_compact_due(struct writeback *wb, bool idle);
 #define WRITEBACK_AUTO		1u
 void writeback_run_logged(struct writeback *wb, const struct writeback_pass *p, const char *why,
 			  unsigned int flags, struct writeback_result *res);
-/* The arena has passed the high watermark (two atomic loads). */
+/* The arena has passed the high watermark (three atomic loads). */
 bool writeback_above_high(struct writeback *wb);
+/*
+ * The arena's measured write rate (bytes of arena pages a second, the
+ * reserve's peak): the watermarks keep room for WB_BURST_MS of it above
+ * the high one, moving both down as far as half of mem_limit.  0: the
+ * settings' watermarks as they are.  Any thread.
+ */
+void writeback_set_write_rate(struct writeback *wb, uint64_t bytes_per_s);
 /*
  * Write the coldest pages back until the arena is below the low watermark
  * or, urgent (a write found the arena full), until anything was freed;

@@ -1832,6 +1832,53 @@ START_TEST(test_compact_due)
 }
 END_TEST
 
+/*
+ * Watermarks from the write rate: with room for a quarter second of writes
+ * above the high watermark, nothing moves; a faster rate moves both down
+ * (at most to half of mem_limit), and the make-room pass then goes below
+ * the lower low one.  The room shows in writeback_get_stats.
+ */
+START_TEST(test_burst_watermarks)
+{
+	const uint64_t limit = 256 * PG;
+	struct env_opts o = { .pages = 1024, .mem_limit = limit };
+	struct writeback_stats ws;
+	uint64_t i, used, lim;
+	struct env e;
+
+	env_open(&e, &o);
+	e.cfg.high_watermark = 90;
+	e.cfg.low_watermark = 70;
+	writeback_destroy(e.wb);
+	e.wb = writeback_create(e.st, &e.cfg);
+	ck_assert_ptr_nonnull(e.wb);
+	for (i = 0; arena_used_bytes(store_arena(e.st), &lim) < limit * 8 / 10; i++)
+		put(&e, i, K_RANDOM, i);
+	ck_assert(!writeback_above_high(e.wb));
+	writeback_get_stats(e.wb, &ws);
+	ck_assert_uint_eq(ws.headroom, limit - limit / 100 * 90);
+
+	/* 4 * limit a second: a burst of limit bytes, capped at half of it */
+	writeback_set_write_rate(e.wb, 4 * limit);
+	ck_assert(writeback_above_high(e.wb));
+	writeback_get_stats(e.wb, &ws);
+	ck_assert_uint_eq(ws.headroom, limit / 2);
+	ck_assert(writeback_make_room(e.wb, false, NULL));
+	used = arena_used_bytes(store_arena(e.st), &lim);
+	/* low 70 % moved down by the 40 % the high one moved */
+	ck_assert_uint_le(used, limit / 100 * 70 - (limit / 2 - (limit - limit / 100 * 90)));
+	ck_assert(!writeback_above_high(e.wb));
+
+	/* a rate the settings' room holds: back as they were */
+	writeback_set_write_rate(e.wb, (limit - limit / 100 * 90) * 2);
+	writeback_get_stats(e.wb, &ws);
+	ck_assert_uint_eq(ws.headroom, limit - limit / 100 * 90);
+	verify_all(&e);
+	check_accounting(&e);
+	env_close(&e);
+}
+END_TEST
+
 /* A full arena and a full backing file: writes fail, and nothing is lost. */
 START_TEST(test_make_room_backing_full)
 {
@@ -1887,6 +1934,7 @@ static Suite *writeback_suite(void)
 	tcase_add_test(tc, test_make_room);
 	tcase_add_test(tc, test_request_paths);
 	tcase_add_test(tc, test_compact_due);
+	tcase_add_test(tc, test_burst_watermarks);
 	tcase_add_test(tc, test_make_room_backing_full);
 	tcase_add_test(tc, test_daily_budget_small_objects);
 	tcase_add_test(tc, test_compact_full_file);
