@@ -51,8 +51,9 @@
  * who changes b->buf or moves b->used) is the thread doing them, while
  * readers only copy bytes below b->used.  Reads of written segments take
  * the lock only to learn the sequence and that the object is not in b->buf.
- * Callers hold a slot lock around backing_read() and backing_append(): the
- * daemon's lock order is in store.h.
+ * Callers hold a slot lock around backing_read() and backing_append(), or
+ * read with backing_read_try() and check backing_read_current() under it
+ * afterwards: the daemon's lock order is in store.h.
  */
 #ifndef _GNU_SOURCE
 #define _GNU_SOURCE
@@ -141,6 +142,7 @@ struct backing_reader {
 	unsigned char *buf;		/* READER_BUF bytes, BACKING_ALIGN-aligned */
 	struct seal_ctx *ctx;		/* NULL: plain */
 	uint64_t io_ns;			/* the last backing_read's pread (0: none) */
+	uint64_t seq;			/* the sequence of its segment then */
 };
 
 static const uint8_t zero_tag[SEAL_TAG_SIZE];
@@ -611,6 +613,9 @@ static bool loc_valid(const struct backing *b, uint64_t loc)
 	       off <= BACKING_SEG_SIZE - BACKING_HDR_SIZE;
 }
 
+static int read_object(struct backing_reader *r, uint64_t loc, uint32_t slot, uint16_t want,
+		       const void **data, uint16_t *len, uint8_t *codec, bool count);
+
 int backing_read(struct backing_reader *r, uint64_t loc, uint32_t slot, const void **data,
 		 uint16_t *len, uint8_t *codec)
 {
@@ -619,6 +624,35 @@ int backing_read(struct backing_reader *r, uint64_t loc, uint32_t slot, const vo
 
 int backing_read_len(struct backing_reader *r, uint64_t loc, uint32_t slot, uint16_t want,
 		     const void **data, uint16_t *len, uint8_t *codec)
+{
+	return read_object(r, loc, slot, want, data, len, codec, true);
+}
+
+int backing_read_try(struct backing_reader *r, uint64_t loc, uint32_t slot, uint16_t want,
+		     const void **data, uint16_t *len, uint8_t *codec)
+{
+	return read_object(r, loc, slot, want, data, len, codec, false);
+}
+
+bool backing_read_current(const struct backing_reader *r, uint64_t loc)
+{
+	struct backing *b = r->b;
+	uint32_t seg = (uint32_t)(loc / BACKING_SEG_SIZE);
+	bool same;
+
+	if (!loc_valid(b, loc))
+		return false;
+	pthread_mutex_lock(&b->lock);
+	same = b->seq[seg] == r->seq &&
+	       (b->state[seg] == SEG_OPEN || b->state[seg] == SEG_FULL);
+	pthread_mutex_unlock(&b->lock);
+	return same;
+}
+
+/* backing_read_len(), counting failures (count) or not (a caller that
+ * will look again under its lock: backing_read_try). */
+static int read_object(struct backing_reader *r, uint64_t loc, uint32_t slot, uint16_t want,
+		       const void **data, uint16_t *len, uint8_t *codec, bool count)
 {
 	struct backing *b = r->b;
 	struct backing_hdr *h;
@@ -638,6 +672,7 @@ int backing_read_len(struct backing_reader *r, uint64_t loc, uint32_t slot, uint
 	pthread_mutex_lock(&b->lock);
 	/* Stable while the object lives: its segment cannot be opened again. */
 	seq = b->seq[seg];
+	r->seq = seq;
 	if (seg == b->open_seg) {
 		const struct backing_hdr *bh = (const void *)(b->buf + off);
 
@@ -695,7 +730,7 @@ int backing_read_len(struct backing_reader *r, uint64_t loc, uint32_t slot, uint
 	if (h->slot != slot || (want && h->len != want))
 		goto out_err;
 	ret = obj_open(r, h, loc, seq, avail);
-	if (ret == -EBADMSG)
+	if (ret == -EBADMSG && count)
 		atomic_fetch_add_explicit(&b->auth_failures, 1, memory_order_relaxed);
 	if (ret)
 		goto out_err;
@@ -706,7 +741,8 @@ int backing_read_len(struct backing_reader *r, uint64_t loc, uint32_t slot, uint
 	return 0;
 
 out_err:
-	atomic_fetch_add_explicit(&b->read_errors, 1, memory_order_relaxed);
+	if (count)
+		atomic_fetch_add_explicit(&b->read_errors, 1, memory_order_relaxed);
 	return -EIO;
 }
 

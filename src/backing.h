@@ -46,7 +46,7 @@
  * called from any thread, concurrently with everything, including a flush
  * in progress; each reading thread has a backing_reader of its own.  The
  * caller must keep an object from being freed while it reads it (for the
- * store: the slot lock).  No function allocates memory after backing_open()
+ * store: the slot lock), or read with backing_read_try() and check after.  No function allocates memory after backing_open()
  * but backing_reader_create().
  */
 #ifndef ZSWAPFS_BACKING_H
@@ -153,6 +153,19 @@ int backing_read(struct backing_reader *r, uint64_t loc, uint32_t slot, const vo
  */
 int backing_read_len(struct backing_reader *r, uint64_t loc, uint32_t slot, uint16_t want,
 		     const void **data, uint16_t *len, uint8_t *codec);
+/*
+ * The same for a caller that does not hold the object's slot lock across
+ * the read, so that the object may be freed, its segment punched or even
+ * opened again meanwhile: what it returns is only good if, back under the
+ * slot lock, the slot still points at loc and backing_read_current(r, loc)
+ * says the segment is still in the opening that was read.  Failures are
+ * not counted: the caller looks again under its lock (backing_read_len).
+ */
+int backing_read_try(struct backing_reader *r, uint64_t loc, uint32_t slot, uint16_t want,
+		     const void **data, uint16_t *len, uint8_t *codec);
+/* Whether loc's segment is still written or open in the opening r's last
+ * read found (its sequence): the object r read is the one at loc now. */
+bool backing_read_current(const struct backing_reader *r, uint64_t loc);
 /* How long the last backing_read() of r waited for its pread, in ns; 0
  * when it read nothing from the disk (the open segment's buffer, or a
  * location refused before any I/O). */

@@ -462,6 +462,62 @@ static int slot_load_locked(struct store *st, struct store_worker *w, uint64_t i
 	return -EIO;
 }
 
+/* Reads of a written-back page the slot changed under: at most this many
+ * unlocked tries, then one with the lock held, as partial writes do. */
+#define STORE_READ_TRIES	4
+
+static bool slot_same(const struct slot *a, const struct slot *b)
+{
+	return a->state == b->state && a->loc == b->loc && a->size == b->size &&
+	       a->codec == b->codec && a->flags == b->flags;
+}
+
+/*
+ * Read a written-back page without holding its slot lock across the disk
+ * read: take the slot under the lock, read the object unlocked
+ * (backing_read_try), and take the result only if, back under the lock,
+ * the slot still points at it and its segment was not opened again
+ * meanwhile (backing_read_current); otherwise look again.  Other requests
+ * on the slot's lock stripe (1 in STORE_LOCK_STRIPES of all pages) no
+ * longer wait for our pread.  Returns with the lock held: 0 and the page,
+ * -EIO, or 1 when the slot is not (or no longer) on the backing file: the
+ * caller loads it as it is now.
+ */
+static int backing_load_unlocked(struct store *st, struct store_worker *w, uint64_t idx,
+				 pthread_mutex_t *lock, void *page, struct slot *freed)
+{
+	const void *obj;
+	uint16_t len;
+	uint8_t codec;
+	int tries, err;
+
+	for (tries = 0; tries < STORE_READ_TRIES; tries++) {
+		struct slot s = st->slots[idx];
+
+		if (s.state != SLOT_BACKING)
+			return 1;
+		pthread_mutex_unlock(lock);
+		err = backing_read_try(w->breader, s.loc, (uint32_t)idx, s.size, &obj, &len,
+				       &codec);
+		if (w->pread_lat && backing_reader_io_ns(w->breader))
+			lat_add(w->pread_lat, backing_reader_io_ns(w->breader));
+		pthread_mutex_lock(lock);
+		if (!slot_same(&st->slots[idx], &s) || !backing_read_current(w->breader, s.loc))
+			continue;	/* rewritten, discarded or moved meanwhile */
+		if (err)
+			break;		/* the same object: read it again, counted */
+		w->pages_backing++;
+		if (len != s.size || codec != s.codec)
+			return -EIO;
+		count_add(st, &st->counters.bd_reads, 1);
+		err = object_load(w, &s, obj, page);
+		if (!err && st->promote)
+			promote_locked(st, idx, obj, freed);
+		return err;
+	}
+	return 1;
+}
+
 static int page_read(struct store *st, struct store_worker *w, uint64_t idx, void *page)
 {
 	pthread_mutex_t *lock = slot_lock(st, idx);
@@ -469,7 +525,9 @@ static int page_read(struct store *st, struct store_worker *w, uint64_t idx, voi
 	int err;
 
 	pthread_mutex_lock(lock);
-	err = slot_load_locked(st, w, idx, page, &freed);
+	err = st->backing ? backing_load_unlocked(st, w, idx, lock, page, &freed) : 1;
+	if (err == 1)
+		err = slot_load_locked(st, w, idx, page, &freed);
 	/*
 	 * With a backing file, a page just read is the first to write back,
 	 * not the last: the kernel keeps what it read from swap in its swap

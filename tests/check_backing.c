@@ -1236,6 +1236,66 @@ START_TEST(test_seal_api)
 }
 END_TEST
 
+/*
+ * A read without the slot lock (backing_read_try) is only good while the
+ * object's segment stays in the opening it read: backing_read_current says
+ * so, and says no once the segment was punched, and again once it is
+ * opened anew with an object of the same slot at the same place.  A failed
+ * try is not counted.
+ */
+START_TEST(test_read_current)
+{
+	static struct obj a[600], c[600];
+	struct backing_stats s0, s1;
+	struct backing *b;
+	struct backing_reader *rd, *old;
+	struct obj first, again = { .len = 100 };
+	const void *data;
+	uint16_t len;
+	uint8_t codec;
+	uint32_t na, i;
+
+	cipher = ciphers[_i];
+
+	b = open_b(8 * MIB);
+	rd = reader(b);
+	old = reader(b);
+	na = fill_segment(b, 0, a);
+	ck_assert_int_eq(backing_flush(b), 0);
+	fill_segment(b, 10000, c);
+	ck_assert_int_eq(backing_flush(b), 0);
+	first = a[0];
+	/* the object as it is: read, and current */
+	ck_assert_int_eq(backing_read_try(rd, first.loc, 0, first.len, &data, &len, &codec), 0);
+	ck_assert(backing_read_current(rd, first.loc));
+	ck_assert_int_eq(backing_read_try(old, first.loc, 0, first.len, &data, &len, &codec), 0);
+	/* its segment dies and is punched: no longer */
+	for (i = 0; i < na; i++)
+		backing_free(b, a[i].loc, a[i].len);
+	ck_assert(!backing_read_current(rd, first.loc));
+	backing_get_stats(b, &s0);
+	ck_assert_int_eq(backing_read_try(rd, first.loc, 0, first.len, &data, &len, &codec),
+			 -EIO);
+	backing_get_stats(b, &s1);
+	ck_assert_uint_eq(s1.read_errors, s0.read_errors);
+	ck_assert_uint_eq(s1.auth_failures, s0.auth_failures);
+	/* opened again (lowest free first) with slot 0 at the same place */
+	fill_segment(b, 20000, c);
+	ck_assert_int_eq(backing_flush(b), 0);
+	ck_assert_int_eq(put(b, 0, again.len, &again.loc), 0);
+	ck_assert_uint_eq(again.loc, first.loc);
+	ck_assert_int_eq(backing_flush(b), 0);
+	ck_assert_int_eq(backing_read_try(rd, again.loc, 0, again.len, &data, &len, &codec), 0);
+	ck_assert(backing_read_current(rd, again.loc));
+	/* a reader whose last read was of the first opening does not take
+	 * the second, though slot and place are the same */
+	ck_assert(!backing_read_current(old, first.loc));
+	backing_reader_destroy(old);
+	backing_reader_destroy(rd);
+	backing_close(b);
+}
+END_TEST
+
 START_TEST(test_free_punch_reuse)
 {
 	static struct obj a[600], c[600], d[600];
@@ -1706,6 +1766,7 @@ static Suite *backing_suite(void)
 	tcase_add_loop_test(tc, test_round_trip, 0, NMODES);
 	tcase_add_loop_test(tc, test_straddle, 0, NMODES);
 	tcase_add_loop_test(tc, test_read_len, 0, NMODES);
+	tcase_add_loop_test(tc, test_read_current, 0, NMODES);
 	tcase_add_loop_test(tc, test_bad_args, 0, NMODES);
 	tcase_add_loop_test(tc, test_tamper, 0, NMODES);
 	tcase_add_loop_test(tc, test_moved, 0, NMODES);

@@ -1623,6 +1623,10 @@ START_TEST(test_concurrent)
 		      (unsigned long long)ws.compaction_moves,
 		      (unsigned long long)bs.holes_punched, (unsigned long long)c->recompressed);
 
+	/* Reads that raced a move or a recompression looked again: none failed. */
+	ck_assert_uint_eq(bs.read_errors, 0);
+	ck_assert_uint_eq(bs.auth_failures, 0);
+
 	/* Quiet now: everything must add up and read back right. */
 	verify_all(&e);
 	check_accounting(&e);
