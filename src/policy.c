@@ -250,10 +250,33 @@ static void run_job(struct policy *pol, enum policy_job job, const struct policy
 
 /* ---- writeback ------------------------------------------------------------ */
 
+/*
+ * The I/O class of the thread's disk writes (segment flushes, compaction's
+ * reads): idle in the background, so that the scheduler (mq-deadline, bfq)
+ * sends a swap-in's pread first; the best-effort class of requests while a
+ * request waits on it.  Without it, 0.5-0.7 % of swap-in preads waited
+ * behind our own 1 MiB writes and took 22-31 % of all pread time (issue
+ * 13's trace).  The schedulers' aging (mq-deadline: 10 s) bounds how long
+ * an idle-class write may wait; a full arena makes room in the other class.
+ * ioprio_set(2) has no glibc wrapper.
+ */
+#define POLICY_IOPRIO_WHO_PROCESS	1
+#define POLICY_IOPRIO(class, level)	(((class) << 13) | (level))
+#define POLICY_IOPRIO_BE		2
+#define POLICY_IOPRIO_IDLE		3
+
+static void io_class(bool background)
+{
+	syscall(SYS_ioprio_set, POLICY_IOPRIO_WHO_PROCESS, (int)syscall(SYS_gettid),
+		background ? POLICY_IOPRIO(POLICY_IOPRIO_IDLE, 0) :
+			     POLICY_IOPRIO(POLICY_IOPRIO_BE, 4));
+}
+
 static void boost(bool on)
 {
 	/* A request waits on this work: do it at the request's priority. */
 	setpriority(PRIO_PROCESS, (id_t)syscall(SYS_gettid), on ? 0 : 19);
+	io_class(!on);
 }
 
 /* Answer the make-room requests up to the latest one. */
@@ -339,6 +362,7 @@ static void *policy_thread(void *arg)
 	/* Below every request: see the header on why not SCHED_IDLE. */
 	if (setpriority(PRIO_PROCESS, (id_t)syscall(SYS_gettid), 19))
 		log_warn("policy thread: cannot lower its priority");
+	io_class(true);
 
 	pthread_mutex_lock(&pol->lock);
 	while (!atomic_load(&pol->stop)) {

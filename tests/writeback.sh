@@ -73,6 +73,12 @@ data=$ZS_TMP/data
 "$MEMHOG" --size 32 --seed 31 --dump "$data"
 zs_mount "size=256M,writeback.backing_file=$ZS_TMP/backing1"
 mnt=$ZS_MNT
+# The background thread's disk I/O is in the idle class: a swap-in's read
+# goes first (it takes the best-effort class only while a write waits).
+policy_tid=$(grep -lx zswapfs-policy /proc/"$ZS_PID"/task/*/comm | head -1 | cut -d/ -f5)
+[ -n "$policy_tid" ] || fail "no zswapfs-policy thread in $ZS_PID"
+v=$(ionice -p "$policy_tid") || fail "ionice -p $policy_tid failed"
+[ "$v" = idle ] || fail "the policy thread's I/O class is '$v', not idle"
 zs_run 60 dd if="$data" of="$mnt/swap" bs=1M oflag=direct conv=notrunc status=none ||
 	fail "writing 32 MiB failed"
 stored=$(zs_stat "$mnt" pages_stored)
