@@ -7,7 +7,7 @@
 #
 #   wbbench.sh -c CORPUS [-r ROUNDS] [-d DEVICES] [-w WS_MIB] [-l LIMIT_MIB] [-s SWAPSIZE]
 #              [-p PASSES] [-a ALGORITHM] [-m BUDGET_MIB] [-b DIR] [-i IDLE_S] [-T SECONDS]
-#              [-O ZSWAPFS_OPTS] [-Z ZSWAPFS] [-B ZSWAPFS_B] [-Q OPTS_B] [-D] [-V] [-f]
+#              [-O ZSWAPFS_OPTS] [-Z ZSWAPFS] [-B ZSWAPFS_B] [-Q OPTS_B] [-L MS] [-D] [-V] [-f]
 #
 # DEVICES (comma separated, default disk,zswapfs-wb):
 #   disk           a plain swap file of SWAPSIZE in a private directory in DIR (-b, default
@@ -20,6 +20,10 @@
 #                  module's enable_uring is already Y: this script never changes it
 #   zswapfs-wb-b   as zswapfs-wb, with the binary ZSWAPFS_B (-B) and OPTS_B (-Q) added to
 #                  the options: an A/B of two builds or settings in the same rounds
+# -L MS puts the swap file and the backing file alike on a slower disk: ext4 on a loop
+# device (direct I/O) of an image in DIR, through dm-delay of MS milliseconds when MS > 0
+# (benchlib.sh: layer_up; needs the kernel's dm_delay and dmsetup, Debian's dmsetup
+# package); the disk figures are then that device's.
 # Workload (contrib/bench/workload, in a fresh memory cgroup, v1 or v2, limited to
 # LIMIT_MIB): WS_MIB of corpus pages, PASSES passes in a fixed random order, every page's
 # hash checked on each touch.  Defaults: 512 MiB, 192 MiB, 1 pass, 3 rounds, lz4, 64 MiB.
@@ -50,6 +54,7 @@ FORCE=0
 ZSWAPFS=$here/../../src/zswapfs
 ZSWAPFS_B=
 OPTS_B=
+LAYER_MS=
 [ -x "$ZSWAPFS" ] || ZSWAPFS=$here/../../build/src/zswapfs
 WORKLOAD=$here/workload
 
@@ -59,7 +64,7 @@ usage() {
 	exit 2
 }
 
-while getopts c:r:d:w:l:s:p:a:m:b:i:T:O:Z:B:Q:DVfh opt; do
+while getopts c:r:d:w:l:s:p:a:m:b:i:T:O:Z:B:Q:L:DVfh opt; do
 	case $opt in
 	c) CORPUS=$OPTARG ;;
 	r) ROUNDS=$OPTARG ;;
@@ -77,6 +82,7 @@ while getopts c:r:d:w:l:s:p:a:m:b:i:T:O:Z:B:Q:DVfh opt; do
 	Z) ZSWAPFS=$OPTARG ;;
 	B) ZSWAPFS_B=$OPTARG ;;
 	Q) OPTS_B=$OPTARG ;;
+	L) LAYER_MS=$OPTARG ;;
 	D) SWAPFILL="dd" ;;
 	V) VFLAG=-V ;;
 	f) FORCE=1 ;;
@@ -84,7 +90,8 @@ while getopts c:r:d:w:l:s:p:a:m:b:i:T:O:Z:B:Q:DVfh opt; do
 	esac
 done
 if [ -z "$CORPUS" ] || [ ! -r "$CORPUS" ]; then usage; fi
-for n in "$ROUNDS" "$WS_MIB" "$LIMIT_MIB" "$PASSES" "$BUDGET_MIB" "$IDLE_S" "$TIMEOUT_S"; do
+for n in "$ROUNDS" "$WS_MIB" "$LIMIT_MIB" "$PASSES" "$BUDGET_MIB" "$IDLE_S" "$TIMEOUT_S" \
+	${LAYER_MS:+"$LAYER_MS"}; do
 	case $n in '' | *[!0-9]*) echo "wbbench: '$n' is not a whole number" >&2; exit 2 ;; esac
 done
 [ "$(id -u)" = 0 ] || { echo "wbbench: needs root" >&2; exit 2; }
@@ -114,6 +121,15 @@ done
 
 # teardown() and the traps undo on every path what this script creates (benchlib.sh)
 bench_init
+
+if [ -n "$LAYER_MS" ]; then
+	# the swap file, the backing file (up to the swap file's size) and room for ext4
+	layer_up "$BACKDIR" $((2 * SWAPBYTES + (256 << 20))) "$LAYER_MS" ||
+		{ log "could not set up the slower disk (-L)"; exit 2; }
+	BACKDIR=$LAYER_MNT
+	DISK=$(fs_blockdev "$BACKDIR")
+	[ -n "$DISK" ] || { log "no block device under $BACKDIR"; exit 2; }
+fi
 
 if swap_active; then
 	if [ "$FORCE" = 1 ]; then
@@ -216,8 +232,9 @@ zswapfs_figures() {
 				printf " %s_p%d_us=%s", path[i], q, at
 			}
 		}
-		printf " room_wait_ms=%.1f backing_mib_read=%.1f",
-			v["writeback_room_wait_ns"] / 1e6, v["backing_bytes_read"] / 1048576
+		printf " room_wait_ms=%.1f backing_mib_read=%.1f compaction_moves=%d",
+			v["writeback_room_wait_ns"] / 1e6, v["backing_bytes_read"] / 1048576,
+			v["backing_compaction_moves"]
 	}' "$1"
 }
 
@@ -313,7 +330,7 @@ echo "# wbbench: corpus=$CORPUS ws=${WS_MIB}MiB limit=${LIMIT_MIB}MiB swap=$SWAP
 	"passes=$PASSES order=random${VFLAG:+ final_check} alg=$ALG budget=${BUDGET_MIB}MiB" \
 	"dir=$BACKDIR fs=$FSTYPE disk=$DISK swapfile=$SWAPFILL rounds=$ROUNDS" \
 	"devices=$DEVICES zswapfs_extra_opts=${XOPTS:-none} kernel=$(uname -r) cpus=$(nproc)" \
-	"memcg=v$CGVER kernel_zswap=$KZSWAP" \
+	"memcg=v$CGVER kernel_zswap=$KZSWAP layer_ms=${LAYER_MS:-none}" \
 	"enable_uring=$(cat "$URING_PARAM" 2>/dev/null || echo absent)" \
 	"loadavg=$(cut -d" " -f1-3 /proc/loadavg | tr " " /)"
 for d in "${devs[@]}"; do
@@ -366,7 +383,7 @@ KEYS='time_s wall_s disk_mib_written own_mib_written other_mib_written disk_mib_
 disk_mib_discarded swapped_out_mib swapped_in_mib store_peak_mib bd_writes bd_reads
 writeback_spills read_avg_us read_max_us write_avg_us write_max_us read_arena_n
 read_backing_n read_backing_avg_us backing_pread_avg_us backing_pread_p99_us write_wait_n
-room_wait_ms backing_mib_read'
+room_wait_ms backing_mib_read compaction_moves'
 declare -A med
 echo "# medians of completed runs (idle: $(for r in $(seq "$ROUNDS"); do
 	echo "${res[idle:$r]}"; done | median) MiB/s in the background)"
