@@ -125,7 +125,7 @@ bool writeback_above_high(struct writeback *wb);
 /*
  * The arena's measured write rate (bytes of arena pages a second, the
  * reserve's peak): the watermarks keep room for WB_BURST_MS of it above
- * the high one, moving both down as far as half of mem_limit.  0: the
+ * the high one, moving both down as far as a quarter of mem_limit.  0: the
  * settings' watermarks as they are.  Any thread.
  */
 void writeback_set_write_rate(struct writeback *wb, uint64_t bytes_per_s);

@@ -1839,7 +1839,7 @@ END_TEST
 /*
  * Watermarks from the write rate: with room for a quarter second of writes
  * above the high watermark, nothing moves; a faster rate moves both down
- * (at most to half of mem_limit), and the make-room pass then goes below
+ * (the room at most a quarter of mem_limit), and the make-room pass then goes below
  * the lower low one.  The room shows in writeback_get_stats.
  */
 START_TEST(test_burst_watermarks)
@@ -1862,15 +1862,15 @@ START_TEST(test_burst_watermarks)
 	writeback_get_stats(e.wb, &ws);
 	ck_assert_uint_eq(ws.headroom, limit - limit / 100 * 90);
 
-	/* 4 * limit a second: a burst of limit bytes, capped at half of it */
+	/* 4 * limit a second: a burst of limit bytes, capped at a quarter of it */
 	writeback_set_write_rate(e.wb, 4 * limit);
 	ck_assert(writeback_above_high(e.wb));
 	writeback_get_stats(e.wb, &ws);
-	ck_assert_uint_eq(ws.headroom, limit / 2);
+	ck_assert_uint_eq(ws.headroom, limit / 4);
 	ck_assert(writeback_make_room(e.wb, false, NULL));
 	used = arena_used_bytes(store_arena(e.st), &lim);
-	/* low 70 % moved down by the 40 % the high one moved */
-	ck_assert_uint_le(used, limit / 100 * 70 - (limit / 2 - (limit - limit / 100 * 90)));
+	/* low 70 % moved down by the 15 % the high one moved */
+	ck_assert_uint_le(used, limit / 100 * 70 - (limit / 4 - (limit - limit / 100 * 90)));
 	ck_assert(!writeback_above_high(e.wb));
 
 	/* a rate the settings' room holds: back as they were */

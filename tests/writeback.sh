@@ -297,12 +297,13 @@ log "part 2: swap, mem_limit=${MEM_LIMIT_MIB}M," \
 # seconds, and on a fast machine the hog is done in less): its long passes
 # must give way to writeback, or writes would wait for room and fail; and
 # pages recompressed to zstd are written back and read too.
-# Backing-file segments are compacted once a quarter of their bytes are dead
-# (the default waits for half, which a quarter of rewrites seldom makes),
-# and under load only when the file runs short of free segments (an eighth
-# of it): a file of BACKING_MIB, little more than the hog's compressed
-# pages (~130 MiB live at the peak), runs short while the hog rewrites.
-zs_mount "size=${SIZE_MIB}M,mem_limit=${MEM_LIMIT_MIB}M,writeback.backing_file=$ZS_TMP/backing2,writeback.max_size=${BACKING_MIB}M,recompress.idle_age=1,writeback.compact_threshold=75"
+# Under load, backing-file segments are compacted only when the file runs
+# short of free segments (an eighth of it): a file of BACKING_MIB, a little
+# more than the hog's objects there at the peak (~130 MiB live) and less
+# than all it writes back (~160 MiB), runs short while the hog rewrites;
+# then every segment with a tenth of its bytes dead is compacted (the
+# default waits for half), so that it never fills.
+zs_mount "size=${SIZE_MIB}M,mem_limit=${MEM_LIMIT_MIB}M,writeback.backing_file=$ZS_TMP/backing2,writeback.max_size=${BACKING_MIB}M,recompress.idle_age=1,writeback.compact_threshold=90"
 mnt=$ZS_MNT
 pid=$ZS_PID
 rss_start=$(zs_stat "$mnt" rss_bytes)
