@@ -122,6 +122,7 @@
 #define H_CLASS_SHIFT		(H_PAGE_SHIFT + H_PAGE_BITS)
 #define H_CHUNK_SHIFT		(H_CLASS_SHIFT + H_CLASS_BITS)
 #define H_TAG			(1ull << 63)
+#define H_TOP_SHIFT		(H_CHUNK_SHIFT + H_CHUNK_BITS)
 
 _Static_assert(SPAN_MAX_OBJS <= (1u << H_OBJ_BITS), "object index bits");
 _Static_assert(CHUNK_PAGES <= (1u << H_PAGE_BITS), "page index bits");
@@ -195,6 +196,7 @@ struct span {
 	uint16_t first_page;
 	uint16_t nr_free;		/* entries on the free stack */
 	uint8_t group;
+	uint8_t class_id;		/* for arena_adopt's checks */
 	/*
 	 * Followed by: uint64_t live[bitmap_words], uint32_t owner[objs],
 	 * uint16_t free_stack[objs].
@@ -233,6 +235,14 @@ struct arena {
 	 * mem_used_total (contrib/bench/ratio.sh).
 	 */
 	uint8_t merged_class[ARENA_NR_CLASSES];
+
+	/*
+	 * Shared mode (arena_create_shared): chunk i is the fixed range
+	 * shared_base + i * CHUNK_SIZE of a segment that outlives the process;
+	 * nothing is mapped or unmapped, pages are populated and punched.
+	 */
+	char *shared_base;
+	uint32_t shared_chunks;
 
 	/* Set once, before the arena is shared (arena_set_reserve_mode). */
 	bool reserve_mode;
@@ -622,6 +632,58 @@ static void *map_resident(unsigned int pages, bool *locked)
 	return p;
 }
 
+
+/* ---- shared mode: memory that outlives the process ----------------------- */
+
+#ifndef MADV_POPULATE_WRITE
+#define MADV_POPULATE_WRITE	23	/* Linux 5.14 */
+#endif
+
+/*
+ * Fault [addr, addr + len) of the shared segment in, writable, without
+ * changing a byte: the request path then takes these pages without a fault.
+ * The segment is SHM_LOCKed by its owner, so nothing in it is ever swapped
+ * out, mapped here or not.  Before Linux 5.14, a read and a write of the
+ * same byte (only ever done while no other thread uses the range).
+ */
+static int shared_populate(void *addr, size_t len)
+{
+	if (!madvise(addr, len, MADV_POPULATE_WRITE))
+		return 0;
+	if (errno != EINVAL)
+		return -ENOMEM;
+	for (size_t off = 0; off < len; off += ARENA_PAGE_SIZE) {
+		volatile char *p = (char *)addr + off;
+
+		*p = *p;
+	}
+	return 0;
+}
+
+/* Give pages of the shared segment back (MADV_DONTNEED would only unmap
+ * them here and keep them in the segment). */
+static int shared_punch(void *addr, size_t len)
+{
+	return madvise(addr, len, MADV_REMOVE) ? -errno : 0;
+}
+
+/* A new directory block for index (page_lock held; allocates without it). */
+static int dir_block_add(struct arena *a)
+{
+	struct chunk_block *nb;
+
+	if (a->nr_blocks >= DIR_BLOCKS)
+		return -ENOSPC;
+	pthread_mutex_unlock(&a->page_lock);
+	nb = calloc(1, sizeof(*nb));
+	pthread_mutex_lock(&a->page_lock);
+	if (!nb)
+		return -ENOMEM;
+	atomic_store_explicit(&a->dir[a->nr_blocks], nb, memory_order_release);
+	a->nr_blocks++;
+	return 0;
+}
+
 /* A free directory index.  -ENOSPC: every block is full. */
 static int chunk_index_find(struct arena *a, uint32_t *index)
 {
@@ -677,13 +739,18 @@ static void count_refill(struct arena *a, uint64_t pages)
 	atomic_fetch_add_explicit(&a->refill_pages, pages, memory_order_relaxed);
 }
 
+static int refill_chunk_shared(struct arena *a);
+
 /* Map a new chunk and add it. */
 static int refill_chunk(struct arena *a)
 {
 	struct chunk_block *nb = NULL;
-	struct chunk *c = calloc(1, sizeof(*c));
+	struct chunk *c;
 	uint32_t index;
 
+	if (a->shared_base)
+		return refill_chunk_shared(a);
+	c = calloc(1, sizeof(*c));
 	if (!c)
 		return -ENOMEM;
 	c->base = map_resident(CHUNK_PAGES, &c->locked);
@@ -715,6 +782,45 @@ out_unmap:
 out_free:
 	free(c);
 	return -ENOMEM;
+}
+
+/*
+ * Shared mode: the lowest free index below shared_chunks, populated in
+ * place.  Only refills and trims add or remove chunks, one at a time under
+ * refill_lock, so the index found stays free while it is populated.
+ */
+static int refill_chunk_shared(struct arena *a)
+{
+	struct chunk *c = calloc(1, sizeof(*c));
+	uint32_t index;
+	int err;
+
+	if (!c)
+		return -ENOMEM;
+	pthread_mutex_lock(&a->page_lock);
+	err = chunk_index_find(a, &index);
+	if (err) {
+		err = dir_block_add(a);
+		index = (a->nr_blocks - 1) * BLOCK_CHUNKS;
+	}
+	pthread_mutex_unlock(&a->page_lock);
+	if (!err && index >= a->shared_chunks)
+		err = -ENOMEM;		/* the segment is full */
+	if (!err) {
+		c->base = a->shared_base + (size_t)index * CHUNK_SIZE;
+		err = shared_populate(c->base, CHUNK_SIZE);
+	}
+	if (err) {
+		free(c);
+		return -ENOMEM;
+	}
+	memset(c->resident, 0xff, sizeof(c->resident));
+	c->nr_free_resident = CHUNK_PAGES;
+	pthread_mutex_lock(&a->page_lock);
+	chunk_insert(a, c, index);
+	pthread_mutex_unlock(&a->page_lock);
+	count_refill(a, CHUNK_PAGES);
+	return 0;
 }
 
 /* Lowest run of released pages (at most a chunk's), or NULL. */
@@ -750,7 +856,10 @@ static int refill_run(struct arena *a, struct chunk *c, unsigned int lo, unsigne
 	char *addr = c->base + (size_t)lo * ARENA_PAGE_SIZE;
 	size_t len = (size_t)(hi - lo) * ARENA_PAGE_SIZE;
 
-	if (c->locked) {
+	if (a->shared_base) {
+		if (shared_populate(addr, len))
+			return -ENOMEM;
+	} else if (c->locked) {
 		if (mlock(addr, len))
 			return -ENOMEM;
 	} else {
@@ -898,7 +1007,10 @@ static uint64_t trim_locked(struct arena *a, uint64_t high, uint64_t low, uint32
 		pthread_mutex_unlock(&a->page_lock);
 		if (!victim)
 			break;
-		munmap(victim->base, CHUNK_SIZE);
+		if (a->shared_base)
+			shared_punch(victim->base, CHUNK_SIZE);
+		else
+			munmap(victim->base, CHUNK_SIZE);
 		freed += victim->nr_free_resident;
 		free(victim);
 	}
@@ -941,10 +1053,16 @@ static uint64_t trim_locked(struct arena *a, uint64_t high, uint64_t low, uint32
 		/* Pages locked by mlockall(MCL_CURRENT) make DONTNEED fail even in
 		 * unlocked chunks.  On failure the run stays released: a refill
 		 * locks it again before any span uses it. */
-		munlock(c->base + (size_t)lo * ARENA_PAGE_SIZE,
-			(size_t)(hi - lo) * ARENA_PAGE_SIZE);
-		if (madvise(c->base + (size_t)lo * ARENA_PAGE_SIZE,
-			    (size_t)(hi - lo) * ARENA_PAGE_SIZE, MADV_DONTNEED)) {
+		if (a->shared_base) {
+			if (shared_punch(c->base + (size_t)lo * ARENA_PAGE_SIZE,
+					 (size_t)(hi - lo) * ARENA_PAGE_SIZE)) {
+				*ok = false;
+				break;
+			}
+		} else if (munlock(c->base + (size_t)lo * ARENA_PAGE_SIZE,
+				   (size_t)(hi - lo) * ARENA_PAGE_SIZE),
+			   madvise(c->base + (size_t)lo * ARENA_PAGE_SIZE,
+				   (size_t)(hi - lo) * ARENA_PAGE_SIZE, MADV_DONTNEED)) {
 			*ok = false;
 			break;
 		}
@@ -1117,6 +1235,7 @@ static int span_create(struct arena *a, struct arena_class *cls, struct span **s
 
 	s->chunk = c;
 	s->first_page = first;
+	s->class_id = (uint8_t)(cls - a->classes);
 	s->nr_free = cls->objs_per_span;
 	s->prev = s->next = NULL;
 	s->group = GROUP_NONE;
@@ -1234,7 +1353,8 @@ void arena_destroy(struct arena *a)
 
 			if (!c)
 				continue;
-			munmap(c->base, CHUNK_SIZE);
+			if (!a->shared_base)	/* the segment's owner detaches it */
+				munmap(c->base, CHUNK_SIZE);
 			free(c);
 		}
 		free(b);
@@ -1252,6 +1372,203 @@ void arena_destroy(struct arena *a)
 	pthread_mutex_destroy(&a->page_lock);
 	pthread_mutex_destroy(&a->refill_lock);
 	free(a);
+}
+
+struct arena *arena_create_shared(uint64_t limit_bytes, void *base, uint64_t bytes)
+{
+	struct arena *a;
+
+	if (!base || (uintptr_t)base % ARENA_PAGE_SIZE || bytes < CHUNK_SIZE) {
+		errno = EINVAL;
+		return NULL;
+	}
+	a = arena_create(limit_bytes);
+	if (!a)
+		return NULL;
+	a->shared_base = base;
+	a->shared_chunks = bytes / CHUNK_SIZE > MAX_CHUNKS ? MAX_CHUNKS :
+			   (uint32_t)(bytes / CHUNK_SIZE);
+	return a;
+}
+
+uint64_t arena_shared_chunk_size(void)
+{
+	return CHUNK_SIZE;
+}
+
+/*
+ * Adopting the objects a dead process left.  arena_adopt() only marks pages
+ * used and objects live; arena_adopt_done() then derives everything else
+ * (free stacks, groups, counters, resident pages) once.
+ */
+int arena_adopt(struct arena *a, uint64_t handle, uint32_t owner)
+{
+	unsigned int ci = handle_class(handle), page = handle_page(handle);
+	unsigned int obj = handle_obj(handle);
+	uint32_t index = handle_chunk(handle);
+	struct arena_class *cls;
+	struct chunk_block *b;
+	struct chunk *c;
+	struct span *s;
+
+	/* Only the tag above the chunk bits; a class objects are put in. */
+	if (!a->shared_base || handle >> H_TOP_SHIFT != H_TAG >> H_TOP_SHIFT ||
+	    ci >= ARENA_NR_CLASSES || a->merged_class[ci] != ci || index >= a->shared_chunks)
+		return -EINVAL;
+	cls = &a->classes[ci];
+	if (page + cls->pages_per_span > CHUNK_PAGES || obj >= cls->objs_per_span)
+		return -EINVAL;
+	while (a->nr_blocks <= index / BLOCK_CHUNKS) {
+		pthread_mutex_lock(&a->page_lock);
+		if (dir_block_add(a)) {
+			pthread_mutex_unlock(&a->page_lock);
+			return -ENOMEM;
+		}
+		pthread_mutex_unlock(&a->page_lock);
+	}
+	b = atomic_load_explicit(&a->dir[index / BLOCK_CHUNKS], memory_order_relaxed);
+	c = block_chunk(b, index % BLOCK_CHUNKS);
+	if (!c) {
+		c = calloc(1, sizeof(*c));
+		if (!c)
+			return -ENOMEM;
+		c->base = a->shared_base + (size_t)index * CHUNK_SIZE;
+		c->index = index;
+		bit_set(b->present, index % BLOCK_CHUNKS);
+		atomic_store_explicit(&b->chunk[index % BLOCK_CHUNKS], c, memory_order_release);
+		atomic_fetch_add_explicit(&a->pages_mapped, CHUNK_PAGES, memory_order_relaxed);
+	}
+	s = c->spans[page];
+	if (!s) {
+		for (unsigned int i = page; i < page + cls->pages_per_span; i++)
+			if (bit_test(c->used, i))
+				return -EINVAL;	/* overlaps another span */
+		pthread_mutex_lock(&a->page_lock);
+		while (!(s = desc_take(a, cls))) {
+			int err;
+
+			pthread_mutex_unlock(&a->page_lock);
+			err = refill_desc(a);
+			pthread_mutex_lock(&a->page_lock);
+			if (err) {
+				pthread_mutex_unlock(&a->page_lock);
+				return err;
+			}
+		}
+		pthread_mutex_unlock(&a->page_lock);
+		memset(s, 0, cls->desc_size);
+		s->chunk = c;
+		s->first_page = page;
+		s->class_id = (uint8_t)ci;
+		s->group = GROUP_NONE;
+		for (unsigned int i = page; i < page + cls->pages_per_span; i++)
+			bit_set(c->used, i);
+		c->nr_used += cls->pages_per_span;
+		c->spans[page] = s;
+		group_add(cls, s, 0);	/* arena_adopt_done() sorts them out */
+		cls->spans++;
+		atomic_fetch_add_explicit(&a->pages_used, cls->pages_per_span,
+					  memory_order_relaxed);
+	} else if (s->class_id != ci) {
+		return -EINVAL;		/* another class's span starts here */
+	}
+	if (bit_test(span_live(s), obj))
+		return -EEXIST;		/* two owners for one object */
+	bit_set(span_live(s), obj);
+	span_owner(cls, s)[obj] = owner;
+	cls->objs_used++;
+	atomic_fetch_add_explicit(&a->objs_used, 1, memory_order_relaxed);
+	return 0;
+}
+
+/* Pages of c that the segment holds (mincore) are resident. */
+static void adopt_resident(struct chunk *c)
+{
+	unsigned char vec[CHUNK_PAGES];
+
+	if (mincore(c->base, CHUNK_SIZE, vec))
+		memset(vec, 0, sizeof(vec));
+	for (unsigned int p = 0; p < CHUNK_PAGES; p++)
+		if (bit_test(c->used, p) || (vec[p] & 1))
+			bit_set(c->resident, p);
+	c->nr_free_resident = 0;
+	for (unsigned int p = 0; p < CHUNK_PAGES; p++)
+		c->nr_free_resident += page_avail(c, p);
+}
+
+/* Populate the runs of resident pages of c (used or free), so that neither
+ * a request nor the reserve's accounting meets a page not mapped here. */
+static int adopt_populate(struct chunk *c)
+{
+	unsigned int p = 0;
+
+	while (p < CHUNK_PAGES) {
+		unsigned int lo;
+
+		if (!bit_test(c->resident, p)) {
+			p++;
+			continue;
+		}
+		lo = p;
+		while (p < CHUNK_PAGES && bit_test(c->resident, p))
+			p++;
+		if (shared_populate(c->base + (size_t)lo * ARENA_PAGE_SIZE,
+				    (size_t)(p - lo) * ARENA_PAGE_SIZE))
+			return -ENOMEM;
+	}
+	return 0;
+}
+
+int arena_adopt_done(struct arena *a)
+{
+	uint32_t lo = 0;
+
+	/* Spans: free stacks (low indices on top, as span_create makes them)
+	 * and fullness groups.  arena_adopt() left every span on groups[0]. */
+	for (unsigned int ci = 0; ci < ARENA_NR_CLASSES; ci++) {
+		struct arena_class *cls = &a->classes[ci];
+		struct span *s = cls->groups[0], *next;
+
+		cls->groups[0] = NULL;
+		for (; s; s = next) {
+			uint16_t *stack = span_stack(cls, s);
+
+			next = s->next;
+			s->prev = s->next = NULL;
+			s->group = GROUP_NONE;
+			s->nr_free = 0;
+			for (unsigned int i = cls->objs_per_span; i-- > 0;)
+				if (!bit_test(span_live(s), i))
+					stack[s->nr_free++] = (uint16_t)i;
+			span_regroup(cls, s);
+		}
+	}
+	/* Chunks: what the segment still holds is resident (the reserve); the
+	 * rest of the segment is given back. */
+	for (uint32_t index = 0; index <= a->shared_chunks; index++) {
+		struct chunk_block *b = index < a->nr_blocks * BLOCK_CHUNKS ?
+			atomic_load(&a->dir[index / BLOCK_CHUNKS]) : NULL;
+		struct chunk *c = b && index < a->shared_chunks ?
+			block_chunk(b, index % BLOCK_CHUNKS) : NULL;
+
+		if (!c && index < a->shared_chunks)
+			continue;
+		if (index > lo)
+			shared_punch(a->shared_base + (size_t)lo * CHUNK_SIZE,
+				     (size_t)(index - lo) * CHUNK_SIZE);
+		lo = index + 1;
+		if (!c)
+			break;
+		adopt_resident(c);
+		pthread_mutex_lock(&a->page_lock);
+		free_resident_add(a, c->nr_free_resident);
+		chunk_update_fit(a, c);
+		pthread_mutex_unlock(&a->page_lock);
+		if (adopt_populate(c))
+			return -ENOMEM;
+	}
+	atomic_store(&a->pages_max, atomic_load(&a->pages_used));
+	return 0;
 }
 
 void arena_set_limit(struct arena *a, uint64_t limit_bytes)
