@@ -81,6 +81,11 @@ static const struct setting settings[] = {
 	{ "fuse_uring", SETTING_BOOL, 0, 1, false, "true", OFF(fuse_uring),
 	  "take requests through FUSE over io_uring where the kernel allows it "
 	  "(fuse module parameter enable_uring=Y)" },
+	/* FUSE over io_uring loses a request that a dead worker's ring entry
+	 * held (issue 11's findings, section 4): restart safety decides. */
+	{ "worker_restart", SETTING_BOOL, 0, 1, false, "true", OFF(worker_restart),
+	  "keep the mount and every stored page when the worker process dies, and start "
+	  "a new one (takes requests through /dev/fuse; FUSE over io_uring only with false)" },
 	{ "lock_memory", SETTING_CHOICE, 0, 0, false, LOCK_MEMORY_DEFAULT, OFF(lock_memory),
 	  "required: refuse to start unless all the daemon's memory is locked; "
 	  "try: warn and go on" },

@@ -41,6 +41,7 @@ struct zs_config {
 	int64_t threads;		/* request threads */
 	int64_t busy_poll_us;		/* spin this long for the next request */
 	bool fuse_uring;		/* FUSE over io_uring when the kernel allows */
+	bool worker_restart;		/* keeper restarts a dead worker (keeper.h) */
 	int lock_memory;		/* enum zs_lock_memory */
 	/* Who besides root may read `stats` (with allow_other); nobody
 	 * else ever reaches `swap` or `control`. */

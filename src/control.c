@@ -43,6 +43,22 @@ static int parse_u64(const char *text, uint64_t max, uint64_t *out)
 	return 0;
 }
 
+/* `restart`: the worker's restart hook, when a keeper is there to act on it. */
+static void (*restart_hook)(void *arg);
+static void *restart_arg;
+
+void control_set_restart_hook(void (*fn)(void *arg), void *arg)
+{
+	restart_arg = arg;
+	restart_hook = fn;
+}
+
+static int parse_restart(int argc, char **argv, struct control_req *req)
+{
+	req->op = CONTROL_RESTART;
+	return 0;
+}
+
 static int parse_compact(int argc, char **argv, struct control_req *req)
 {
 	req->op = CONTROL_COMPACT;
@@ -149,6 +165,7 @@ static const struct control_cmd commands[] = {
 	{ "recompress", 0, 3, parse_recompress,
 	  "recompress [type=idle|huge|huge_idle] [threshold=BYTES] [max_pages=N]" },
 	{ "writeback", 1, 2, parse_writeback, "writeback idle|huge|huge_idle|all [max_pages=N]" },
+	{ "restart", 0, 0, parse_restart, "restart" },
 };
 
 int control_parse(const char *text, size_t len, struct control_req *out)
@@ -206,6 +223,11 @@ int control_exec(struct policy *pol, const struct control_req *req)
 		return policy_request_recompress(pol, &req->recomp);
 	case CONTROL_WRITEBACK:
 		return policy_request_writeback(pol, &req->wb);
+	case CONTROL_RESTART:
+		if (!restart_hook)
+			return -EOPNOTSUPP;
+		restart_hook(restart_arg);
+		return 0;
 	}
 	return -EINVAL;
 }

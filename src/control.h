@@ -19,6 +19,7 @@ enum control_op {
 	CONTROL_IDLE,
 	CONTROL_RECOMPRESS,
 	CONTROL_WRITEBACK,
+	CONTROL_RESTART,	/* a new worker from the binary on disk (keeper.h) */
 };
 
 /* A parsed command: op, and the fields of that op (the others are 0). */
@@ -38,6 +39,9 @@ struct control_req {
 int control_parse(const char *text, size_t len, struct control_req *req);
 /* Hand a parsed command to the policy thread.  0 or -errno (-EBUSY, ...). */
 int control_exec(struct policy *pol, const struct control_req *req);
+/* What `restart` calls (from a request thread: it must only set a flag and
+ * wake); NULL: `restart` fails with EOPNOTSUPP. */
+void control_set_restart_hook(void (*fn)(void *arg), void *arg);
 /* control_parse, then control_exec when it parsed. */
 int control_run(struct policy *pol, const char *text, size_t len);
 

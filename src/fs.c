@@ -587,7 +587,7 @@ static void *loop_thread(void *arg)
 
 	current_thread = t;
 	reserve_prepare_thread();	/* serving must not fault: reserve.h */
-	while (!fuse_session_exited(t->se)) {
+	while (!fuse_session_exited(t->se) && !atomic_load(&t->fs->leave_loop)) {
 		t->read_err = 0;
 		res = fuse_session_receive_buf(t->se, &buf);
 		if (res > 0) {
@@ -651,9 +651,11 @@ static void dev_read_error(void *arg, int err)
 
 static ssize_t fs_dev_read(int fd, void *buf, size_t len, void *userdata)
 {
+	const struct fs_dev_hooks *hooks = ((struct fs *)userdata)->dev_hooks;
 	ssize_t n = read(fd, buf, len);
 
-	(void)userdata;
+	if (n > 0 && hooks)
+		hooks->on_read(hooks->arg, buf, (size_t)n);
 	/* The errors of normal operation go to libfuse as they are. */
 	if (n < 0 && errno != EAGAIN && errno != EINTR && errno != ENOENT && errno != ENODEV) {
 		dev_read_error(NULL, -errno);
@@ -664,8 +666,22 @@ static ssize_t fs_dev_read(int fd, void *buf, size_t len, void *userdata)
 
 static ssize_t fs_dev_writev(int fd, struct iovec *iov, int count, void *userdata)
 {
-	(void)userdata;
+	const struct fs_dev_hooks *hooks = ((struct fs *)userdata)->dev_hooks;
+
+	if (hooks && hooks->on_reply(hooks->arg, iov, count)) {
+		size_t len = 0;
+
+		for (int i = 0; i < count; i++)
+			len += iov[i].iov_len;
+		return (ssize_t)len;
+	}
 	return writev(fd, iov, count);
+}
+
+void fs_leave_loop(struct fs *fs)
+{
+	atomic_store(&fs->leave_loop, true);
+	wake_loop(fs);
 }
 
 int fs_install_io(struct fs *fs, struct fuse_session *se)

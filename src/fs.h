@@ -22,6 +22,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 #include <sys/types.h>
+#include <sys/uio.h>
 
 #include "stats.h"
 
@@ -71,6 +72,20 @@ struct fs {
 	_Atomic bool unmount_requested;
 
 	bool uring_wanted;		/* FUSE over io_uring asked for (uring.h) */
+
+	/* Restart (restart.h): seen after every read of /dev/fuse and before
+	 * every reply written to it; NULL: none.  Set before fs_install_io. */
+	const struct fs_dev_hooks *dev_hooks;
+	_Atomic bool leave_loop;	/* fs_leave_loop() was called */
+};
+
+struct fs_dev_hooks {
+	/* A request of len bytes was read into buf. */
+	void (*on_read)(void *arg, const void *buf, size_t len);
+	/* A reply is about to be written; true: do not write it (it counts as
+	 * written). */
+	bool (*on_reply)(void *arg, const struct iovec *iov, int count);
+	void *arg;
 };
 
 extern const struct fuse_lowlevel_ops fs_ops;
@@ -101,5 +116,9 @@ int fs_install_signal_handlers(struct fs *fs);
  * sits on us, exiting would take every swapped-out page with it.  0 or
  * -errno. */
 int fs_loop(struct fs *fs, struct fuse_session *se);
+
+/* Have fs_loop return 0 once every request read so far is answered; the
+ * others stay queued in the kernel for the next worker.  From any thread. */
+void fs_leave_loop(struct fs *fs);
 
 #endif

@@ -18,6 +18,12 @@
 #endif
 
 static struct harden_state state = { .caps_text = "unknown" };
+static bool for_exec;		/* harden_drop_privileges: keep for programs we run */
+
+void harden_keep_for_exec(void)
+{
+	for_exec = true;
+}
 
 const struct harden_state *harden_state(void)
 {
@@ -138,9 +144,11 @@ int harden_drop_privileges(void)
 	}
 	setpcap = capng_have_capability(CAPNG_EFFECTIVE, CAP_SETPCAP);
 	capng_clear(CAPNG_SELECT_ALL);
+	/* A keeper's workers lock their memory too: CAP_IPC_LOCK passes an
+	 * exec only as an ambient capability (securebits: no root magic). */
 	if (keep_ipc_lock)
-		capng_update(CAPNG_ADD, CAPNG_EFFECTIVE | CAPNG_PERMITTED | CAPNG_BOUNDING_SET,
-			     CAP_IPC_LOCK);
+		capng_update(CAPNG_ADD, CAPNG_EFFECTIVE | CAPNG_PERMITTED | CAPNG_BOUNDING_SET |
+			     (for_exec ? CAPNG_INHERITABLE | CAPNG_AMBIENT : 0), CAP_IPC_LOCK);
 	/* Securebits: root never regains capabilities by uid 0 (needs
 	 * CAP_SETPCAP, hence before the drop). */
 	if (setpcap && capng_lock())

@@ -16,8 +16,11 @@
  * the child to be ready and exits with its status); privileged_startup()
  * (out from under a memory cgroup limit: before anything big is allocated);
  * the unmount helper (unmounter.h), forked while nothing secret exists;
- * backing file, page store, FUSE session, mount; hardening (mlockall); the
- * drop of every privilege left; the threads, the reserve's first.
+ * FUSE session, mount; hardening (mlockall); the memory that outlives a
+ * worker (shm.h); the drop of every privilege left; then this process is the
+ * keeper (keeper.h), which starts the worker that serves (worker.h: the
+ * backing file, the page store, the threads).  `zswapfs --worker FD` is how
+ * the keeper starts a worker.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -32,18 +35,17 @@
 
 #include <fuse_lowlevel.h>
 
-#include "backing.h"
 #include "codec.h"
 #include "config.h"
 #include "fs.h"
 #include "harden.h"
+#include "keeper.h"
 #include "log.h"
 #include "memcg.h"
-#include "policy.h"
 #include "reserve.h"
-#include "stats.h"
-#include "store.h"
+#include "shm.h"
 #include "unmounter.h"
+#include "worker.h"
 
 struct cmdline {
 	const char *source;
@@ -295,32 +297,6 @@ out_err:
 	return -EINVAL;
 }
 
-/* The store's make-room hook: writeback, done by the policy thread. */
-static int make_room(void *policy)
-{
-	return policy_make_room(policy);
-}
-
-/* Open the backing file, or NULL with nothing to open; -1 after a message. */
-static int open_backing(const struct zs_config *cfg, struct backing **out)
-{
-	uint64_t max = cfg->writeback_max_size ? cfg->writeback_max_size : cfg->size;
-	char err[512];
-
-	*out = NULL;
-	if (!cfg->writeback_backing_file[0])
-		return 0;
-	if (max < BACKING_SEG_SIZE)
-		max = BACKING_SEG_SIZE;
-	*out = backing_open(cfg->writeback_backing_file, max,
-			    cfg->writeback_encrypt ? SEAL_AUTO : SEAL_NONE, err, sizeof(err));
-	if (!*out) {
-		fprintf(stderr, "zswapfs: %s\n", err);
-		return -1;
-	}
-	return 0;
-}
-
 /*
  * Make sure descriptors 0, 1 and 2 are open (on /dev/null if they were
  * closed), so that no file we open later is taken for one of them.
@@ -385,31 +361,6 @@ static bool stderr_is_journal(void)
 	       (unsigned long long)st.st_dev == dev && (unsigned long long)st.st_ino == ino;
 }
 
-/* The child is ready: standard streams to /dev/null (stderr stays when it
- * is the journal), and the parent exits 0. */
-static void daemon_ready(int *ready_fd, bool journal)
-{
-	unsigned char ok = 0;
-	ssize_t n;
-	int fd;
-
-	if (!journal)
-		log_quiet_stderr();
-	fd = open("/dev/null", O_RDWR | O_CLOEXEC);
-	if (fd >= 0) {
-		dup2(fd, STDIN_FILENO);
-		dup2(fd, STDOUT_FILENO);
-		if (!journal)
-			dup2(fd, STDERR_FILENO);
-		close(fd);
-	}
-	do
-		n = write(*ready_fd, &ok, 1);
-	while (n < 0 && errno == EINTR);
-	close(*ready_fd);
-	*ready_fd = -1;
-}
-
 /*
  * Out from under a memory cgroup limit, or refuse, as the memcg setting
  * says (memcg.h).  -1 after a message.
@@ -451,13 +402,6 @@ static int privileged_startup(const struct zs_config *cfg)
 	return leave_memcg(cfg);
 }
 
-/* fs.h's request_unmount: a stop signal, and swap is not on us. */
-static void request_unmount(void *arg)
-{
-	log_info("stopping: unmounting");
-	unmounter_request(arg);
-}
-
 /* Whether the kernel has ended the connection (umount, abort): the mount is
  * gone then, and nothing is left to unmount. */
 static bool connection_ended(struct fuse_session *se)
@@ -467,28 +411,59 @@ static bool connection_ended(struct fuse_session *se)
 	return poll(&pfd, 1, 0) == 1 && (pfd.revents & POLLERR);
 }
 
+/* The binary on disk that workers run: this one's path, read now (an
+ * upgrade replaces the file; /proc/self/exe would stay the old one). */
+static int own_path(char *buf, size_t len)
+{
+	ssize_t n = readlink("/proc/self/exe", buf, len - 1);
+
+	if (n <= 0 || (size_t)n >= len - 1)
+		return -1;
+	buf[n] = '\0';
+	return 0;
+}
+
+/* The keeper's state, for the workers (shm.h). */
+static void fill_state(struct shm_state *s, const struct cmdline *cl, const struct zs_config *cfg,
+		       struct fuse_session *se, const struct unmounter *um, int ready_fd,
+		       bool journal)
+{
+	snprintf(s->mountpoint, sizeof(s->mountpoint), "%s", cl->mountpoint);
+	s->allow_other = cl->allow_other;
+	s->debug = cl->debug;
+	s->foreground = cl->foreground;
+	s->journal = journal;
+	/* Not yet with a backing file: its segment table and key are not in
+	 * memory that outlives a worker. */
+	s->restart_safe = cfg->worker_restart && !cfg->writeback_backing_file[0];
+	s->fuse_fd = fuse_session_fd(se);
+	s->unmount_fd = um->fd;
+	s->mount_dev = (uint64_t)um->dev;
+	s->ready_fd = ready_fd;
+}
+
 int main(int argc, char **argv)
 {
 	struct unmounter um = { .pid = -1, .fd = -1 };
-	struct reserve_config rcfg;
-	struct policy_config pcfg;
-	struct reserve *reserve;
-	struct backing *backing;
-	struct store_params sp;
+	struct keeper k = { .sigfd = -1 };
+	struct shm_region shm = { .state_fd = -1 };
 	struct fuse_session *se;
 	struct zs_config cfg;
 	struct cmdline cl;
-	struct store *st;
-	struct fs fs;
-	bool journal = false, privileged = true;
-	int err, i, ret = 1, ready_fd = -1;
+	bool journal = false, privileged = true, unmount = true;
+	char err[512];
+	int i, ret = 1, ready_fd = -1;
 
 	/* Before anything is allocated: the heap the request path takes from. */
 	reserve_setup_malloc();
 	sanitize_stdio();
+	if (argc == 3 && !strcmp(argv[1], "--worker"))
+		return worker_main(argv[2]);
 	if (parse_cmdline(&cl, argc, argv) || load_settings(&cfg, &cl) ||
 	    check_access(&cl, &cfg) || build_fuse_args(&cl))
 		goto out_args;
+	if (cfg.worker_restart && cfg.fuse_uring)
+		cfg.fuse_uring = false;	/* not restart-safe: keeper.h */
 	/* Settings are read: nothing is looked up by a relative path from
 	 * here on (the mount point and the backing file are absolute). */
 	if (chdir("/")) {
@@ -496,152 +471,72 @@ int main(int argc, char **argv)
 		goto out_args;
 	}
 	if (!cl.foreground) {
-		err = daemon_fork(&ready_fd);
-		if (err) {
-			fprintf(stderr, "zswapfs: fork: %s\n", strerror(-err));
+		int e = daemon_fork(&ready_fd);
+
+		if (e) {
+			fprintf(stderr, "zswapfs: fork: %s\n", strerror(-e));
 			goto out_args;
 		}
 		journal = stderr_is_journal();
 	}
 	if (privileged_startup(&cfg))
 		goto out_args;
-	err = unmounter_start(&um, cl.mountpoint, !cl.foreground && !journal);
-	if (err) {
-		fprintf(stderr, "zswapfs: cannot start the unmount helper: %s\n", strerror(-err));
+	i = unmounter_start(&um, cl.mountpoint, !cl.foreground && !journal);
+	if (i) {
+		fprintf(stderr, "zswapfs: cannot start the unmount helper: %s\n", strerror(-i));
 		goto out_args;
 	}
 
-	sp.size = cfg.size;
-	sp.codec = codec_find(cfg.algorithm);
-	sp.level = (int)cfg.level;
-	sp.mem_limit = cfg.mem_limit;
-	sp.recomp_codec = codec_find(cfg.recompress_algorithm);
-	sp.recomp_level = (int)cfg.recompress_level;
-	if (open_backing(&cfg, &backing))
-		goto out_helper;
-	/* A discard on a request thread must not punch the file (backing.h). */
-	if (backing)
-		backing_defer_punch(backing);
-	sp.backing = backing;
-	sp.promote = cfg.writeback_promote;
-	st = store_create(&sp);
-	if (!st) {
-		fprintf(stderr, "zswapfs: cannot create the page store: %s\n", strerror(errno));
-		goto out_backing;
-	}
-	err = fs_init(&fs, st, (unsigned int)cfg.threads, (unsigned int)cfg.busy_poll_us);
-	if (err) {
-		fprintf(stderr, "zswapfs: %s\n", strerror(-err));
-		goto out_store;
-	}
-	fs.others_allowed = cl.allow_other;
-	if (cfg.stats_group.gid >= 0)
-		fs.stats_gid = (gid_t)cfg.stats_group.gid;
-	se = fuse_session_new(&cl.fuse_args, &fs_ops, sizeof(fs_ops), &fs);
+	/* The keeper: it mounts, holds, and starts workers (keeper.h). */
+	se = fuse_session_new(&cl.fuse_args, &fs_ops, sizeof(fs_ops), NULL);
 	if (!se)	/* libfuse has said which option it did not know */
-		goto out_fs;
-	if (fs_install_signal_handlers(&fs))
+		goto out_helper;
+	if (keeper_signals(&k))
 		goto out_session;
 	if (fuse_session_mount(se, cl.mountpoint))
 		goto out_session;
-	err = unmounter_arm(&um, cl.mountpoint);
-	if (err) {
-		log_err("cannot find the new mount in /proc/self/mountinfo: %s", strerror(-err));
+	i = unmounter_arm(&um, cl.mountpoint);
+	if (i) {
+		log_err("cannot find the new mount in /proc/self/mountinfo: %s", strerror(-i));
 		goto out_unmount;
 	}
-	if (cfg.fuse_uring)
-		fs_want_uring(&fs, se);
-	err = fs_install_io(&fs, se);
-	if (err) {
-		log_err("cannot take over reading /dev/fuse: %s", strerror(-err));
-		goto out_unmount;
-	}
-
-	/* Before any thread exists: threads inherit the flag. */
-	harden_io_flusher();
 	if (harden_memory(cfg.lock_memory == ZS_LOCK_REQUIRED))
 		goto out_unmount;
-	stats_init();
-	/* Still before any thread: capabilities are per thread. */
+	/* Locked segments need CAP_IPC_LOCK: before the privileges go. */
+	if (shm_create(&shm, &cfg, cfg.lock_memory == ZS_LOCK_REQUIRED,
+		       harden_state()->memory_locked, err, sizeof(err))) {
+		log_err("%s", err);
+		goto out_unmount;
+	}
+	fill_state(shm.state, &cl, &cfg, se, &um, ready_fd, journal);
+	if (own_path(shm.state->exe, sizeof(shm.state->exe))) {
+		log_err("cannot read /proc/self/exe: %s", strerror(errno));
+		goto out_shm;
+	}
 	privileged = false;
+	harden_keep_for_exec();
 	if (harden_drop_privileges())
-		goto out_unmount;
-	log_info("privileges dropped: capabilities kept: %s", harden_state()->caps_text);
-
-	/* From now on logging only queues: no request thread waits on it. */
-	err = log_start();
-	if (err)
-		log_warn("no log thread (%s): messages are written at once", strerror(-err));
-	/* After fork and mlockall: threads do not survive a fork, and their
-	 * stacks must be locked.  The reserve first: every thread that
-	 * allocates from the arena must find it in reserve mode.  Its refills
-	 * lock pages without privilege: RLIMIT_MEMLOCK is unlimited, or
-	 * CAP_IPC_LOCK was kept (harden.h). */
-	rcfg.fixed_bytes = cfg.reserve;
-	reserve = reserve_start(store_arena(st), &rcfg);
-	if (!reserve) {
-		log_err("cannot fill the reserve of locked memory: %s", strerror(errno));
-		goto out_unmount;
-	}
-	pcfg.recompress = cfg.recompress_enabled;
-	pcfg.idle_age = (uint32_t)cfg.recompress_idle_age;
-	pcfg.threshold = (size_t)cfg.recompress_threshold;
-	pcfg.rate = (uint32_t)cfg.recompress_rate;
-	pcfg.compact_threshold = (unsigned int)cfg.compact_threshold;
-	pcfg.wb_auto = cfg.writeback_enabled;
-	pcfg.wb_idle_age = (uint32_t)cfg.writeback_idle_age;
-	pcfg.wb_high = (unsigned int)cfg.writeback_high_watermark;
-	pcfg.wb_low = (unsigned int)cfg.writeback_low_watermark;
-	pcfg.wb.daily_limit = cfg.writeback_daily_limit;
-	pcfg.wb.compact_threshold = (unsigned int)cfg.writeback_compact_threshold;
-	fs.policy = policy_start(st, &pcfg);
-	if (!fs.policy) {
-		log_err("cannot start the policy thread: %s", strerror(errno));
-		goto out_reserve;
-	}
-	if (!cl.foreground) {
-		if (!journal && log_to_syslog())
-			log_warn("no syslog (/dev/log): messages are lost from now on");
-		daemon_ready(&ready_fd, journal);
-	}
-	log_info("serving %s: %llu MiB, %s, mem_limit %llu MiB, %u thread(s)%s", cl.mountpoint,
-		 (unsigned long long)(cfg.size >> 20), cfg.algorithm,
-		 (unsigned long long)(cfg.mem_limit >> 20), fs.threads,
-		 fs.uring_wanted ? ", FUSE over io_uring" : "");
-	if (backing) {
-		log_info("writing back to %s (%s, %s)", cfg.writeback_backing_file,
-			 cfg.writeback_enabled ? "automatic" : "on command only",
-			 backing_cipher(backing) == SEAL_NONE ? "not encrypted" :
-			 seal_cipher_name(backing_cipher(backing)));
-		store_set_make_room(st, make_room, fs.policy);
-	}
-
-	fs.request_unmount = request_unmount;
-	fs.unmount_arg = &um;
-	err = fs_loop(&fs, se);
-	if (err)
-		log_err("request loop: %s", strerror(-err));
-	else
-		ret = 0;
-	store_set_make_room(st, NULL, NULL);
-	policy_stop(fs.policy);
-out_reserve:
-	reserve_stop(reserve);
+		goto out_shm;
+	k.shm = &shm;
+	k.ready_fd = &ready_fd;
+	k.foreground = cl.foreground;
+	ret = keeper_run(&k, &unmount);
+out_shm:
+	shm_destroy(&shm);
 out_unmount:
-	/* Without privileges the helper unmounts (nothing serves the mount
-	 * now, and a fuse mount's unmount asks nothing of the daemon); then
-	 * libfuse finds the connection ended and only closes its descriptor. */
-	if (!privileged && !connection_ended(se))
-		unmounter_stop(&um, true);
-	fuse_session_unmount(se);
+	if (unmount || ret == 0) {
+		/* Without privileges the helper unmounts (nothing serves the
+		 * mount now, and a fuse mount's unmount asks nothing of the
+		 * daemon); then libfuse finds the connection ended and only
+		 * closes its descriptor. */
+		if (!privileged && !connection_ended(se))
+			unmounter_stop(&um, true);
+		fuse_session_unmount(se);
+	}
+	/* Otherwise a worker died and could not be replaced: closing
+	 * /dev/fuse ends the connection, as the daemon's death did. */
 out_session:
 	fuse_session_destroy(se);
-out_fs:
-	fs_fini(&fs);
-out_store:
-	store_destroy(st);
-out_backing:
-	backing_close(backing);
 out_helper:
 	/* Out of our own memory cgroup, if we made one, so that the helper
 	 * can remove it once we close its pipe. */

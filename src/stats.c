@@ -18,6 +18,7 @@
 #include "seal.h"
 #include "stats.h"
 #include "store.h"
+#include "shm.h"
 #include "uring.h"
 
 #ifndef PR_GET_IO_FLUSHER
@@ -165,6 +166,27 @@ static void put_reserve(struct text *t, const struct arena_stats *as)
 	put(t, "memcg_limit_bytes", mr.limit);
 }
 
+/* The keeper's bookkeeping of workers (keeper.h); NULL: none. */
+static const struct shm_state *worker_state;
+
+void stats_set_worker(const struct shm_state *s)
+{
+	worker_state = s;
+}
+
+/* Restart safety (zswapfs(8), RESTART). */
+static void put_worker(struct text *t)
+{
+	const struct shm_state *s = worker_state;
+
+	put(t, "restart_safe", s && s->restart_safe && atomic_load(&s->kernel_resend));
+	put(t, "worker_generation", s ? atomic_load(&s->generation) : 1);
+	put(t, "worker_restarts", s ? atomic_load(&s->restarts) : 0);
+	put(t, "worker_upgrades", s ? atomic_load(&s->upgrades) : 0);
+	put(t, "worker_recovery_last_us", s ? atomic_load(&s->recovery_last_us) : 0);
+	put(t, "worker_recovery_max_us", s ? atomic_load(&s->recovery_max_us) : 0);
+}
+
 size_t stats_snapshot(struct store *st, struct policy *pol, const struct stats_io *io,
 		      char *buf, size_t cap)
 {
@@ -254,6 +276,7 @@ size_t stats_snapshot(struct store *st, struct policy *pol, const struct stats_i
 	/* Fragmentation: places allocated in spans but holding no object. */
 	put(&t, "frag_bytes", arena_unused_bytes(cls));
 	put_reserve(&t, &as);
+	put_worker(&t);
 	for (i = 0; i < ARENA_NR_CLASSES; i++) {
 		if (!cls[i].spans)
 			continue;
