@@ -517,6 +517,7 @@ int main(int argc, char **argv)
 	harden_keep_for_exec();
 	if (harden_drop_privileges())
 		goto out_shm;
+	log_info("privileges dropped: capabilities kept: %s", harden_state()->caps_text);
 	k.shm = &shm;
 	k.ready_fd = &ready_fd;
 	k.foreground = cl.foreground;

@@ -85,6 +85,7 @@ static void ctl_help(void)
 	       " %s idle MOUNT all|SECONDS\n"
 	       " %s recompress MOUNT [type=idle|huge|huge_idle] [threshold=BYTES] [max_pages=N]\n"
 	       " %s writeback MOUNT idle|huge|huge_idle|all [max_pages=N]\n"
+	       " %s restart MOUNT\n"
 	       "\n"
 	       "Show and manage zswapfs mounts (compressed swap in RAM over FUSE).\n"
 	       "\n"
@@ -97,6 +98,8 @@ static void ctl_help(void)
 	       " top             the key figures, refreshed every second\n"
 	       " compact, idle, recompress, writeback\n"
 	       "                 write the command to MOUNT/control\n"
+	       " restart         start a new worker from the binary on disk (an\n"
+	       "                 upgrade without swapoff), and wait until it serves\n"
 	       "\n"
 	       "Options:\n"
 	       " -b, --bytes         status: sizes in bytes\n"
@@ -110,7 +113,7 @@ static void ctl_help(void)
 	       "\n"
 	       "See zswapctl(8) and zswapfs(8).\n",
 	       progname, progname, progname, progname, progname, progname, progname,
-	       progname, progname);
+	       progname, progname, progname);
 }
 
 /* ---- stats ------------------------------------------------------------- */
@@ -1304,6 +1307,73 @@ static int cmd_control(const char *cmd, int argc, char **argv, int min_args, int
 	return 0;
 }
 
+/* worker_generation, worker_upgrades and worker_restarts of MOUNT's stats. */
+static int worker_counts(const char *mnt, uint64_t *gen, uint64_t *upgrades, uint64_t *restarts)
+{
+	struct ctl_stats *st = malloc(sizeof(*st));
+	int err;
+
+	if (!st)
+		return -ENOMEM;
+	err = stats_read(mnt, st);
+	if (!err) {
+		if (!stats_str(st, "worker_generation"))
+			err = -EOPNOTSUPP;
+		*gen = stats_u64(st, "worker_generation");
+		*upgrades = stats_u64(st, "worker_upgrades");
+		*restarts = stats_u64(st, "worker_restarts");
+		stats_free(st);
+	}
+	free(st);
+	return err;
+}
+
+/*
+ * restart MOUNT: the daemon's worker answers what it has read and exits, and
+ * its keeper starts a new one from the binary on disk; wait (30 s at most)
+ * until a new worker serves, and say whether it was that one.
+ */
+static int cmd_restart(int argc, char **argv)
+{
+	uint64_t gen, up, re, gen2, up2, re2;
+	char mnt[PATH_MAX];
+	int err, i, rc;
+
+	if (argc == 2 && (!strcmp(argv[1], "-h") || !strcmp(argv[1], "--help"))) {
+		ctl_help();
+		return 0;
+	}
+	if (argc != 2)
+		return ctl_usage_error("restart: one MOUNT expected");
+	if (mount_resolve(argv[1], mnt, sizeof(mnt)))
+		return CTL_EXIT_ERR;
+	err = worker_counts(mnt, &gen, &up, &re);
+	if (err) {
+		ctl_err("%s: %s", argv[1], err == -EOPNOTSUPP ? "this daemon cannot restart its "
+			"worker (a version before zswapfs had a keeper)" : strerror(-err));
+		return CTL_EXIT_ERR;
+	}
+	rc = cmd_control("restart", argc, argv, 0, 0);
+	if (rc)
+		return rc;
+	/* The stats are served by whichever worker serves: the next one. */
+	for (i = 0; i < 300; i++) {
+		if (!worker_counts(mnt, &gen2, &up2, &re2) && gen2 > gen) {
+			if (up2 > up && re2 == re) {
+				printf("%s: worker %llu serves (from the binary on disk)\n", argv[1],
+				       (unsigned long long)gen2);
+				return 0;
+			}
+			ctl_err("%s: the new worker did not take over (worker %llu serves; the "
+				"daemon's log says why)", argv[1], (unsigned long long)gen2);
+			return CTL_EXIT_ERR;
+		}
+		usleep(100000);
+	}
+	ctl_err("%s: no new worker serves after 30 s", argv[1]);
+	return CTL_EXIT_ERR;
+}
+
 int main(int argc, char **argv)
 {
 	const char *cmd;
@@ -1340,5 +1410,7 @@ int main(int argc, char **argv)
 		return cmd_control(cmd, argc, argv, 0, -1);
 	if (!strcmp(cmd, "writeback"))
 		return cmd_control(cmd, argc, argv, 1, -1);
+	if (!strcmp(cmd, "restart"))
+		return cmd_restart(argc, argv);
 	return ctl_usage_error("unknown command '%s'", cmd);
 }
