@@ -105,7 +105,7 @@ static void worker_serves(struct keeper *k)
 	close(k->ready_rd);
 	k->ready_rd = -1;
 	k->worker_ready = true;
-	k->backoff_ms = 0;
+	k->ready_ns = now_ns();
 	if (!k->served && *k->ready_fd >= 0) {
 		/* The worker told the parent; the keeper detaches too. */
 		close(*k->ready_fd);
@@ -148,10 +148,16 @@ static bool restart_ok(const struct shm_state *s)
 }
 
 /* Record a death; the wait before the next start, in ms (0: none). */
-static unsigned int note_death(struct keeper *k, uint64_t now)
+static unsigned int note_death(struct keeper *k, uint64_t now, bool served_long)
 {
 	uint64_t oldest = k->deaths[k->nr_deaths % KEEPER_BURST];
 
+	if (served_long) {
+		/* Not a crash loop: the count starts again. */
+		k->nr_deaths = 0;
+		k->backoff_ms = 0;
+		return 0;
+	}
 	k->deaths[k->nr_deaths++ % KEEPER_BURST] = now;
 	if (k->nr_deaths < KEEPER_BURST || now - oldest > KEEPER_BURST_NS) {
 		k->backoff_ms = 0;
@@ -210,11 +216,13 @@ static int worker_exited(struct keeper *k, int status, unsigned int *wait_ms, bo
 		return 1;
 	}
 	atomic_fetch_add(&s->restarts, 1);
-	*wait_ms = note_death(k, now);
+	*wait_ms = note_death(k, now, k->worker_ready_before &&
+			      now - k->ready_ns >= KEEPER_SHORT_LIFE_NS);
 	if (*wait_ms)
-		log_err("worker %u %s, the %u%s death within %llu s: waiting %u ms before "
-			"the next (requests wait meanwhile)", atomic_load(&s->generation), what,
-			KEEPER_BURST, "th", KEEPER_BURST_NS / 1000000000ull, *wait_ms);
+		log_err("worker %u %s: %u workers in a row died within %llu s, each after "
+			"serving less than a second: waiting %u ms before the next (requests "
+			"wait meanwhile)", atomic_load(&s->generation), what, KEEPER_BURST,
+			KEEPER_BURST_NS / 1000000000ull, *wait_ms);
 	else
 		log_err("worker %u %s: starting a new one", atomic_load(&s->generation), what);
 	return -1;
@@ -288,6 +296,7 @@ int keeper_run(struct keeper *k, bool *unmount)
 			close(k->ready_rd);
 		k->pidfd = k->ready_rd = -1;
 		k->worker = -1;
+		k->worker_ready_before = k->worker_ready;
 		k->worker_ready = false;
 		ret = worker_exited(k, status, &wait_ms, unmount);
 		if (ret >= 0)

@@ -18,9 +18,12 @@
  *   - a worker that dies otherwise is replaced at once, when restart-safe
  *     (worker_restart = true, no backing file yet, and a kernel with
  *     FUSE_NOTIFY_RESEND); otherwise the keeper exits and the connection
- *     ends, as it did when the daemon died.  KEEPER_BURST deaths within
- *     KEEPER_BURST_NS: the next start waits, from 1 s doubling up to 16 s,
- *     and the log says so;
+ *     ends, as it did when the daemon died.  KEEPER_BURST deaths in a row
+ *     within KEEPER_BURST_NS of workers that served less than
+ *     KEEPER_SHORT_LIFE_NS (or never): a crash loop; the next start waits,
+ *     from 1 s doubling up to 16 s, and the log says so.  A worker killed
+ *     after it served a while (an admin's kill -9, the OOM killer, a test
+ *     that kills every second) is replaced at once, however often;
  *   - a worker that refuses the connection (RESTART_EXIT_REFUSED: another
  *     layout or INIT reply) is replaced by the keeper's own binary
  *     (/proc/self/exe); if that refuses too, the keeper ends the connection.
@@ -36,6 +39,7 @@
 
 #define KEEPER_BURST		5
 #define KEEPER_BURST_NS		(10ull * 1000000000ull)
+#define KEEPER_SHORT_LIFE_NS	(1000000000ull)
 #define KEEPER_BACKOFF_MIN_MS	1000
 #define KEEPER_BACKOFF_MAX_MS	16000
 
@@ -49,6 +53,8 @@ struct keeper {
 	int sigfd;
 	int ready_rd;			/* the worker's "serving" pipe */
 	bool worker_ready;
+	uint64_t ready_ns;		/* when it began to serve */
+	bool worker_ready_before;	/* the worker that just ended had served */
 	bool served;			/* a worker has served */
 	bool from_self;			/* next worker: the keeper's own binary */
 	int pending_sig;
