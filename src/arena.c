@@ -1564,11 +1564,26 @@ int arena_adopt_done(struct arena *a)
 		free_resident_add(a, c->nr_free_resident);
 		chunk_update_fit(a, c);
 		pthread_mutex_unlock(&a->page_lock);
-		if (adopt_populate(c))
-			return -ENOMEM;
 	}
 	atomic_store(&a->pages_max, atomic_load(&a->pages_used));
 	return 0;
+}
+
+void arena_populate_adopted(struct arena *a)
+{
+	uint32_t nr_chunks = a->nr_blocks * BLOCK_CHUNKS;
+
+	for (uint32_t index = 0; index < nr_chunks && index < a->shared_chunks; index++) {
+		struct chunk *c;
+
+		/* refill_lock: the resident bits hold still (only refills and
+		 * trims change them), and no trim punches what we fault in. */
+		pthread_mutex_lock(&a->refill_lock);
+		c = chunk_lookup(a, index);
+		if (c)
+			adopt_populate(c);
+		pthread_mutex_unlock(&a->refill_lock);
+	}
 }
 
 void arena_set_limit(struct arena *a, uint64_t limit_bytes)

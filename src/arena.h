@@ -72,6 +72,14 @@ struct arena *arena_create_shared(uint64_t limit_bytes, void *base, uint64_t byt
 uint64_t arena_shared_chunk_size(void);
 int arena_adopt(struct arena *a, uint64_t handle, uint32_t owner);
 int arena_adopt_done(struct arena *a);
+/*
+ * After adoption, the pages of the segment are mapped in this process only
+ * as they are touched (a minor fault each: ~0.2 us, and on 1 GiB stored
+ * faulting all of them in first took 73 ms of a 98 ms restart).  This maps
+ * every resident page ahead of use, a chunk at a time: call it from a
+ * background thread once serving has resumed.
+ */
+void arena_populate_adopted(struct arena *a);
 
 /* Change the limit; objects already stored are kept even above it. */
 void arena_set_limit(struct arena *a, uint64_t limit_bytes);

@@ -17,6 +17,7 @@
  */
 #include <errno.h>
 #include <fcntl.h>
+#include <pthread.h>
 #include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -25,6 +26,7 @@
 
 #include <fuse_lowlevel.h>
 
+#include "arena.h"
 #include "backing.h"
 #include "codec.h"
 #include "control.h"
@@ -80,6 +82,13 @@ static void on_restart(void *arg)
 {
 	atomic_store(&restart_asked, true);
 	fs_leave_loop(arg);
+}
+
+/* Map the adopted pages ahead of the requests (arena.h), in the background. */
+static void *populate_thread(void *arena)
+{
+	arena_populate_adopted(arena);
+	return NULL;
 }
 
 /* The first worker, once it serves: the start-up parent may exit 0, and
@@ -144,7 +153,8 @@ int worker_main(const char *fd_text)
 	struct store *st;
 	struct fs fs;
 	char err[512], devfd[32];
-	bool background;
+	bool background, populating = false;
+	pthread_t populator;
 	uint64_t bad;
 	int fd, ret = 1, e;
 	char *end;
@@ -296,6 +306,14 @@ int worker_main(const char *fd_text)
 			 state->mountpoint, (unsigned long long)c.pages_stored);
 	}
 	tell_ready(state);
+	if (atomic_load(&state->generation) > 1) {
+		pthread_attr_t attr;
+
+		pthread_attr_init(&attr);
+		pthread_attr_setstacksize(&attr, HARDEN_THREAD_STACK);
+		populating = !pthread_create(&populator, &attr, populate_thread, store_arena(st));
+		pthread_attr_destroy(&attr);
+	}
 
 	fs.request_unmount = request_unmount;
 	fs.unmount_arg = &um;
@@ -305,6 +323,8 @@ int worker_main(const char *fd_text)
 	else
 		ret = atomic_load(&restart_asked) ? RESTART_EXIT_AGAIN : 0;
 	control_set_restart_hook(NULL, NULL);
+	if (populating)
+		pthread_join(populator, NULL);
 	store_set_make_room(st, NULL, NULL);
 	policy_stop(fs.policy);
 out_reserve:
