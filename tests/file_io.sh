@@ -401,8 +401,12 @@ done
 # recompression pass queued, not one figure).
 pad() { printf '%*s' "$1" ''; }
 # Left out: what moves by itself (the daemon's RSS, the reserve thread's
-# rate and refills) and requests over io_uring (the control writes are some).
-stats_now() { zs_run 10 grep -Ev '^(rss_bytes|uring_reqs|reserve_[a-z_]+) ' "$ZS_MNT/stats"; }
+# rate and refills, and the chunks and descriptor pages those map) and
+# requests over io_uring (the control writes are some).
+stats_now() {
+	zs_run 10 grep -Ev '^(rss_bytes|uring_reqs|reserve_[a-z_]+|arena_mapped_bytes|arena_desc_[a-z_]+) ' \
+		"$ZS_MNT/stats"
+}
 stats_now >"$ZS_TMP/stats.before"
 mapfile -t got < <(zs_ctl_raw "$ZS_MNT" 'compact\ncompact\n' 'compact\n\n' \
 	'recompress\ncompact\n' 'compact\0\n' 'compact\0' '\0compact\n' 'compact\n\0' \
