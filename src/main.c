@@ -428,6 +428,8 @@ static void fill_state(struct shm_state *s, const struct cmdline *cl, const stru
 		       struct fuse_session *se, const struct unmounter *um, int ready_fd,
 		       bool journal)
 {
+	struct memcg_report mr;
+
 	snprintf(s->mountpoint, sizeof(s->mountpoint), "%s", cl->mountpoint);
 	s->allow_other = cl->allow_other;
 	s->debug = cl->debug;
@@ -440,6 +442,10 @@ static void fill_state(struct shm_state *s, const struct cmdline *cl, const stru
 	s->unmount_fd = um->fd;
 	s->mount_dev = (uint64_t)um->dev;
 	s->ready_fd = ready_fd;
+	memcg_get_report(&mr);
+	snprintf(s->memcg_state, sizeof(s->memcg_state), "%s", mr.state);
+	s->memcg_limit = mr.limit;
+	snprintf(s->memcg_cgroup, sizeof(s->memcg_cgroup), "%s", mr.cgroup);
 }
 
 int main(int argc, char **argv)

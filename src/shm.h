@@ -63,6 +63,10 @@ struct shm_state {
 	uint64_t slots_bytes, arena_bytes;
 	struct timespec epoch;		/* store_params.epoch */
 	char exe[PATH_MAX];		/* the binary on disk that workers run */
+	/* The keeper's memory cgroup report (memcg.h), for the stats. */
+	char memcg_state[16];
+	uint64_t memcg_limit;
+	char memcg_cgroup[PATH_MAX];
 
 	/*
 	 * The connection's FUSE_INIT: the request as the kernel sent it (saved

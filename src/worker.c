@@ -33,6 +33,7 @@
 #include "fs.h"
 #include "harden.h"
 #include "log.h"
+#include "memcg.h"
 #include "policy.h"
 #include "reserve.h"
 #include "restart.h"
@@ -185,6 +186,13 @@ int worker_main(const char *fd_text)
 	}
 	state = shm.state;
 	um.fd = state->unmount_fd;
+	{
+		struct memcg_report mr = { .state = state->memcg_state,
+					   .limit = state->memcg_limit };
+
+		snprintf(mr.cgroup, sizeof(mr.cgroup), "%s", state->memcg_cgroup);
+		memcg_set_report(&mr);
+	}
 	um.dev = (dev_t)state->mount_dev;
 	um.armed = true;	/* the keeper armed it */
 
