@@ -528,20 +528,27 @@ int main(int argc, char **argv)
 	k.ready_fd = &ready_fd;
 	k.foreground = cl.foreground;
 	ret = keeper_run(&k, &unmount);
+	if (ret && !unmount) {
+		/* A worker died and could not be replaced: end as the daemon's
+		 * death did.  The exit closes /dev/fuse, which ends the
+		 * connection; the mount stays until an umount (libfuse's clean-up
+		 * would try one, and fail without privileges); the helper,
+		 * once its pipe closes, removes our memory cgroup. */
+		shm_destroy(&shm);
+		memcg_return();
+		unmounter_stop(&um, false);
+		log_stop();
+		_exit(ret);
+	}
 out_shm:
 	shm_destroy(&shm);
 out_unmount:
-	if (unmount || ret == 0) {
-		/* Without privileges the helper unmounts (nothing serves the
-		 * mount now, and a fuse mount's unmount asks nothing of the
-		 * daemon); then libfuse finds the connection ended and only
-		 * closes its descriptor. */
-		if (!privileged && !connection_ended(se))
-			unmounter_stop(&um, true);
-		fuse_session_unmount(se);
-	}
-	/* Otherwise a worker died and could not be replaced: closing
-	 * /dev/fuse ends the connection, as the daemon's death did. */
+	/* Without privileges the helper unmounts (nothing serves the mount
+	 * now, and a fuse mount's unmount asks nothing of the daemon); then
+	 * libfuse finds the connection ended and only closes its descriptor. */
+	if (!privileged && !connection_ended(se))
+		unmounter_stop(&um, true);
+	fuse_session_unmount(se);
 out_session:
 	fuse_session_destroy(se);
 out_helper:
