@@ -54,6 +54,7 @@ struct zs_config {
 	int64_t threads;		/* request threads */
 	int64_t busy_poll_us;		/* spin this long for the next request */
 	bool fuse_uring;		/* FUSE over io_uring when the kernel allows */
+	bool worker_restart;		/* keeper restarts a dead worker (keeper.h) */
 	int lock_memory;		/* enum zs_lock_memory */
 	/* Who besides root may read `stats` (with allow_other); nobody
 	 * else ever reaches `swap` or `control`. */
@@ -109,6 +110,7 @@ struct zs_params {
 	unsigned int threads;
 	unsigned int busy_poll_us;
 	bool fuse_uring;
+	bool worker_restart;		/* keeper restarts a dead worker (keeper.h) */
 	int64_t stats_gid;		/* -1: none */
 	/* The backing file, when backing_path is not NULL */
 	const char *backing_path;	/* points into the zs_config */

@@ -3,10 +3,13 @@
 # shellcheck source-path=SCRIPTDIR
 #
 # Least privilege and locked memory (issue 9, parts 4 and 5).
-#  - After start-up every thread of the daemon has no capability left but
-#    CAP_IPC_LOCK, and that one only when RLIMIT_MEMLOCK could not be raised
-#    to unlimited (then the arena needs it to lock pages again); the same in
-#    the bounding set; NoNewPrivs is set; the stats file says what was kept.
+#  - After start-up every thread of the daemon (the keeper and its worker)
+#    has no capability left but CAP_IPC_LOCK, and that one only when
+#    RLIMIT_MEMLOCK could not be raised to unlimited (then the arena needs it
+#    to lock pages again); the same in the bounding set; NoNewPrivs is set;
+#    the stats file says what was kept.  The keeper passes CAP_IPC_LOCK on to
+#    the workers it execs as an ambient capability, and nothing else; the
+#    worker keeps none inheritable or ambient.
 #  - The unmount helper keeps CAP_SYS_ADMIN and nothing else, holds no
 #    descriptor of the daemon's but its pipe, and a SIGTERM still unmounts.
 #  - Memory that cannot be locked stops the start (lock_memory=required, the
@@ -46,20 +49,26 @@ else
 fi
 [ "$kept" = "$want" ] ||
 	fail "stats: capabilities $kept, expected $want (memory_locked $locked, memlock limit $memlock)"
+worker=$(pgrep -P "$pid" -x zswapfs) || fail "no worker (zswapfs child) of keeper $pid"
 threads=0
-for task in /proc/"$pid"/task/*; do
-	tid=${task##*/}
-	threads=$((threads + 1))
-	for f in CapEff CapPrm CapBnd; do
-		v=$(capfield "$pid" "$tid" $f)
-		[ "$v" = "$(hex "$want")" ] || fail "thread $tid: $f $v, expected $(hex "$want")"
+for p in "$pid" "$worker"; do
+	# what the keeper passes to the workers it execs
+	inh=0
+	[ "$p" != "$pid" ] || inh=$want
+	for task in /proc/"$p"/task/*; do
+		tid=${task##*/}
+		[ "$p" = "$pid" ] || threads=$((threads + 1))
+		for f in CapEff CapPrm CapBnd; do
+			v=$(capfield "$p" "$tid" $f)
+			[ "$v" = "$(hex "$want")" ] || fail "thread $tid: $f $v, expected $(hex "$want")"
+		done
+		for f in CapInh CapAmb; do
+			v=$(capfield "$p" "$tid" $f)
+			[ "$v" = "$(hex "$inh")" ] || fail "thread $tid: $f $v, expected $(hex "$inh")"
+		done
+		[ "$(awk '$1 == "NoNewPrivs:" { print $2 }' "$task/status")" = 1 ] ||
+			fail "thread $tid: NoNewPrivs is not 1"
 	done
-	for f in CapInh CapAmb; do
-		v=$(capfield "$pid" "$tid" $f)
-		[ "$v" = "$(hex 0)" ] || fail "thread $tid: $f $v, expected none"
-	done
-	[ "$(awk '$1 == "NoNewPrivs:" { print $2 }' "$task/status")" = 1 ] ||
-		fail "thread $tid: NoNewPrivs is not 1"
 done
 [ "$threads" -ge 2 ] || fail "only $threads thread(s): expected the request, policy and log threads"
 log "ok: $threads threads, each with capabilities $(hex "$want") (memory_locked $locked," \
