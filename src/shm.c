@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include "arena.h"
+#include "dictgen.h"
 #include "shm.h"
 
 #ifndef SHM_NORESERVE
@@ -110,7 +111,7 @@ static int create(struct shm_region *r, const struct zs_config *cfg, bool lock_r
 	int ret;
 
 	memset(r, 0, sizeof(*r));
-	r->slots = r->arena = NULL;
+	r->slots = r->arena = r->dicts = NULL;
 	r->state_fd = memfd_create("zswapfs-state", MFD_CLOEXEC);
 	if (r->state_fd < 0 || ftruncate(r->state_fd, sizeof(*s))) {
 		ret = -errno;
@@ -141,6 +142,13 @@ static int create(struct shm_region *r, const struct zs_config *cfg, bool lock_r
 			   err, errlen);
 	if (ret)
 		goto out;
+	/* Every generation's bytes, so that a new worker can read every page
+	 * (dictgen.h): 14 MiB of address space, pages only where written. */
+	s->dicts_bytes = DICTGEN_SHARED_BYTES;
+	ret = segment_make(s->dicts_bytes, lock_required, "dictionaries", &s->dicts_id,
+			   &r->dicts, err, errlen);
+	if (ret)
+		goto out;
 	return 0;
 out:
 	shm_destroy(r);
@@ -149,6 +157,8 @@ out:
 
 void shm_destroy(struct shm_region *r)
 {
+	if (r->dicts && r->dicts != (void *)-1)
+		shmdt(r->dicts);
 	if (r->arena && r->arena != (void *)-1)
 		shmdt(r->arena);
 	if (r->slots && r->slots != (void *)-1)
@@ -191,14 +201,17 @@ int shm_attach(struct shm_region *r, int fd, bool locked, char *err, size_t errl
 		goto out;
 	}
 	if (shmctl(s->slots_id, IPC_STAT, &ds) || ds.shm_segsz != s->slots_bytes ||
-	    shmctl(s->arena_id, IPC_STAT, &ds) || ds.shm_segsz != s->arena_bytes) {
+	    shmctl(s->arena_id, IPC_STAT, &ds) || ds.shm_segsz != s->arena_bytes ||
+	    shmctl(s->dicts_id, IPC_STAT, &ds) || ds.shm_segsz != s->dicts_bytes ||
+	    s->dicts_bytes != DICTGEN_SHARED_BYTES) {
 		snprintf(err, errlen, "the keeper's segments are not what its state says");
 		ret = -EPROTO;
 		goto out;
 	}
 	r->slots = shmat(s->slots_id, NULL, 0);
 	r->arena = r->slots == (void *)-1 ? (void *)-1 : shmat(s->arena_id, NULL, 0);
-	if (r->arena == (void *)-1) {
+	r->dicts = r->arena == (void *)-1 ? (void *)-1 : shmat(s->dicts_id, NULL, 0);
+	if (r->dicts == (void *)-1) {
 		ret = -errno;
 		snprintf(err, errlen, "cannot attach the keeper's segments: %s", strerror(-ret));
 		goto out;

@@ -36,7 +36,7 @@
 
 #define SHM_MAGIC		UINT64_C(0x7a73776170736d31)	/* "zswapsm1" */
 /* Any change of struct shm_state, the slot or the handle layout: +1. */
-#define SHM_VERSION		1u
+#define SHM_VERSION		2u
 /* A FUSE_INIT request is 104 bytes on Linux 6.18, its reply 80 (libfuse 3.14):
  * room for the protocol to grow. */
 #define SHM_INIT_MAX		512u
@@ -61,6 +61,8 @@ struct shm_state {
 	int keeper_ready_fd;		/* tells the keeper the worker serves */
 	int slots_id, arena_id;		/* shmid of the segments */
 	uint64_t slots_bytes, arena_bytes;
+	int dicts_id;			/* the dictionaries' segment (dictgen.h) */
+	uint64_t dicts_bytes;
 	struct timespec epoch;		/* store_params.epoch */
 	char exe[PATH_MAX];		/* the binary on disk that workers run */
 	/* The keeper's memory cgroup report (memcg.h), for the stats. */
@@ -98,6 +100,7 @@ struct shm_region {
 	int state_fd;
 	void *slots;
 	void *arena;
+	void *dicts;
 };
 
 /*

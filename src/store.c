@@ -186,6 +186,8 @@ struct store *store_create(const struct store_params *p)
 		pthread_mutex_init(&st->slot_locks[i], NULL);
 	pthread_mutex_init(&st->counters_lock, NULL);
 	dictgen_init(&st->dicts, st->codec, st->level, st->recomp_codec, st->recomp_level);
+	if (st->shared)
+		st->dicts.shared = p->shared_dicts;
 	return st;
 
 out_unmap:
@@ -992,10 +994,17 @@ int store_adopt(struct store *st, uint64_t *bad_idx)
 
 	if (!st->shared)
 		return -EINVAL;
+	/* The dictionaries first: the slots' generations must exist. */
+	err = dictgen_restore(&st->dicts);
+	if (err) {
+		*bad_idx = 0;
+		return err;
+	}
 	/* What the slots say is recounted; the rest carries on. */
 	pthread_mutex_lock(&st->counters_lock);
 	c->pages_stored = c->compr_data_size = c->same_pages = c->huge_pages = 0;
 	c->bd_count = 0;
+	c->dict_pages = c->dict_data_size = c->nodict_pages = c->nodict_data_size = 0;
 	memset(c->codec_pages, 0, sizeof(c->codec_pages));
 	memset(c->codec_bytes, 0, sizeof(c->codec_bytes));
 	for (idx = 0; idx < st->nr_pages; idx++) {
@@ -1012,6 +1021,14 @@ int store_adopt(struct store *st, uint64_t *bad_idx)
 			err = s->codec < CODEC_COUNT && s->size && s->size <= STORE_PAGE_SIZE &&
 			      s->size <= arena_obj_capacity(st->arena, s->loc) ?
 			      arena_adopt(st->arena, s->loc, (uint32_t)idx) : -EINVAL;
+			/* Its generation's refs, recounted (dictgen.h). */
+			if (!err && s->dict) {
+				if (atomic_load(&st->dicts.e[s->dict].live) &&
+				    dictgen_for_codec(&st->dicts, s->dict, s->codec))
+					dictgen_ref(&st->dicts, s->dict);
+				else
+					err = -ENOENT;	/* a dictionary that is gone */
+			}
 			break;
 		default:	/* a backing file's pages are not adopted yet */
 			err = -EOPNOTSUPP;
@@ -1025,6 +1042,8 @@ int store_adopt(struct store *st, uint64_t *bad_idx)
 		count_slot(c, s, 1);
 	}
 	pthread_mutex_unlock(&st->counters_lock);
+	/* Generations no slot names (reaped before the death, or never used). */
+	dictgen_reap(&st->dicts);
 	return arena_adopt_done(st->arena);
 }
 

@@ -131,6 +131,8 @@ struct store_params {
 	uint64_t shared_slots_bytes;
 	void *shared_arena;
 	uint64_t shared_arena_bytes;
+	/* DICTGEN_SHARED_BYTES for the dictionaries' bytes (dictgen.h) */
+	void *shared_dicts;
 	struct store_counters *counters;	/* NULL: the store's own */
 	const struct timespec *epoch;		/* CLOCK_MONOTONIC_COARSE origin of
 						 * atimes; NULL: now */

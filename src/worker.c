@@ -249,6 +249,7 @@ int worker_main(const char *fd_text)
 	par.store.shared_slots_bytes = state->slots_bytes;
 	par.store.shared_arena = shm.arena;
 	par.store.shared_arena_bytes = state->arena_bytes;
+	par.store.shared_dicts = shm.dicts;
 	par.store.counters = &state->counters;
 	par.store.epoch = &state->epoch;
 	st = store_create(&par.store);

@@ -11,9 +11,11 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <signal.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "dictgen.h"
 #include "store.h"
 #include "testutil.h"
 
@@ -23,6 +25,7 @@
 struct shared {
 	void *slots;
 	void *arena;
+	void *dicts;			/* DICTGEN_SHARED_BYTES */
 	struct store_counters *counters;
 	volatile int *progress;		/* the page the child is writing */
 	struct timespec epoch;
@@ -40,6 +43,7 @@ static void shared_init(struct shared *sh)
 {
 	sh->slots = map_shared(PAGES * 16);
 	sh->arena = map_shared(ARENA_BYTES);
+	sh->dicts = map_shared(DICTGEN_SHARED_BYTES);
 	sh->counters = map_shared(sizeof(*sh->counters));
 	sh->progress = map_shared(PG);
 	clock_gettime(CLOCK_MONOTONIC_COARSE, &sh->epoch);
@@ -49,6 +53,7 @@ static void shared_fini(struct shared *sh)
 {
 	munmap(sh->slots, PAGES * 16);
 	munmap(sh->arena, ARENA_BYTES);
+	munmap(sh->dicts, DICTGEN_SHARED_BYTES);
 	munmap(sh->counters, sizeof(*sh->counters));
 	munmap((void *)sh->progress, PG);
 }
@@ -60,6 +65,7 @@ static struct store *open_store(struct shared *sh)
 		.size = PAGES * PG, .codec = codec_find("lz4"),
 		.shared_slots = sh->slots, .shared_slots_bytes = PAGES * 16,
 		.shared_arena = sh->arena, .shared_arena_bytes = ARENA_BYTES,
+		.shared_dicts = sh->dicts,
 		.counters = sh->counters, .epoch = &sh->epoch,
 	};
 	struct store *st = store_create(&sp);
@@ -292,6 +298,92 @@ START_TEST(test_adopt_refuses_a_bad_slot)
 }
 END_TEST
 
+/* A dictionary made of version v of the first pages (what the pages
+ * resemble, so that pages compressed with it need it to be read). */
+static void install_dict(struct store *st, unsigned int v, int want_gen)
+{
+	static unsigned char buf[16 * PG];
+
+	for (unsigned int i = 0; i < 16; i++)
+		page_version(buf + (size_t)i * PG, i + v * 1000, v);
+	ck_assert_int_eq(dictgen_install(store_dicts(st), buf, sizeof(buf), NULL, 0), want_gen);
+}
+
+/*
+ * Pages compressed with trained dictionaries of two generations, then the
+ * process dies (SIGKILL): the next store rebuilds both generations from the
+ * shared region, recounts their refs from the slots, reads every page, and
+ * goes on installing generations (issue 11: a restarted worker must read
+ * every page).
+ */
+START_TEST(test_dicts_survive_kill)
+{
+	struct dictgen_stats gs;
+	struct store_counters c;
+	struct shared sh;
+	struct store *st;
+	int status;
+	pid_t pid;
+
+	shared_init(&sh);
+	pid = fork();
+	ck_assert_int_ge(pid, 0);
+	if (pid == 0) {
+		struct store *cst = open_store(&sh);
+		struct store_worker *w = make_worker(cst);
+		unsigned char page[PG];
+
+		install_dict(cst, 1, 1);
+		write_all(cst, 1);
+		install_dict(cst, 2, 2);
+		for (unsigned int i = 0; i < PAGES; i += 2) {
+			page_version(page, i, 2);
+			if (store_write(cst, w, (uint64_t)i * PG, page, PG))
+				_exit(2);
+		}
+		raise(SIGKILL);
+		_exit(3);
+	}
+	ck_assert_int_eq(waitpid(pid, &status, 0), pid);
+	ck_assert_msg(WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL, "status %#x", status);
+
+	st = open_store(&sh);
+	assert_accounted(st);
+	store_get_counters(st, &c);
+	ck_assert_uint_eq(c.dict_pages, PAGES);
+	dictgen_get_stats(store_dicts(st), &gs);
+	ck_assert_uint_eq(gs.number, 2);
+	ck_assert_uint_eq(gs.generations, 2);
+	ck_assert_uint_eq(gs.refs_current, PAGES / 2);
+	ck_assert_uint_eq(gs.refs_older, PAGES / 2);
+	{
+		struct store_worker *w = make_worker(st);
+		unsigned char got[PG], want[PG];
+
+		for (unsigned int i = 0; i < PAGES; i++) {
+			ck_assert_int_eq(store_read(st, w, (uint64_t)i * PG, got, PG), PG);
+			page_version(want, i, i % 2 ? 1 : 2);
+			ck_assert_msg(!memcmp(got, want, PG), "page %u lost", i);
+		}
+		free_worker(w);
+	}
+	/* Generation 1's pages rewritten: it is reaped, its place reused by a
+	 * third, and all of that survives the next restart too. */
+	write_all(st, 3);
+	ck_assert_uint_eq(dictgen_reap(store_dicts(st)), 1);
+	install_dict(st, 3, 1);
+	write_all(st, 4);
+	store_destroy(st);
+	st = open_store(&sh);
+	assert_pages(st, 4, -1, 0);
+	dictgen_get_stats(store_dicts(st), &gs);
+	ck_assert_uint_eq(gs.number, 3);
+	ck_assert_uint_eq(gs.refs_current, PAGES);
+	store_destroy(st);
+	shared_fini(&sh);
+}
+END_TEST
+
 int main(void)
 {
 	Suite *s = suite_create("restart");
@@ -302,6 +394,7 @@ int main(void)
 			    STORE_CP_AFTER_PUBLISH + 1);
 	tcase_add_test(tc, test_kill_during_compaction);
 	tcase_add_test(tc, test_adopt_refuses_a_bad_slot);
+	tcase_add_test(tc, test_dicts_survive_kill);
 	suite_add_tcase(s, tc);
 	return run_suite(s);
 }

@@ -14,6 +14,8 @@
 #    kills: no verify error.
 #  - A recompression pass and a compaction, killed while they run: every page
 #    reads back as written.
+#  - Pages compressed with a trained dictionary (train, dict_train=off),
+#    killed twice: every page reads back, the generation's pages recounted.
 #  - Not restart-safe (a backing file): a kill ends the connection, as a
 #    daemon's death did, and nothing hangs.
 # Swap: run under the shared lock on a shared machine (COMMON.md).
@@ -177,6 +179,41 @@ done
 wait_worker
 log "compaction: 3 kills; data intact; $(zs_stats_line "$ZS_MNT" pages_compacted \
 	worker_restarts worker_recovery_max_us)"
+zs_umount
+
+# ---- pages compressed with a trained dictionary, killed ---------------------
+
+# A new worker must read them: it rebuilds every generation from the bytes
+# the keeper holds (dictgen.h) and recounts their pages from the slots.
+zs_mount size=256M,dict_train=off,recompress.enabled=false
+zs_run 60 dd if="$ZS_TMP/data" of="$ZS_MNT/swap" bs=1M oflag=direct conv=notrunc \
+	status=none || fail "writing the data failed"
+zs_ctl "$ZS_MNT" train || fail "train refused"
+for i in $(seq 100); do
+	[ "$(zs_stat "$ZS_MNT" dict_train_pending)" = 0 ] && break
+	sleep 0.1
+done
+[ "$(zs_stat "$ZS_MNT" dict_generation)" = 1 ] ||
+	fail "no dictionary after train ($(zs_stats_line "$ZS_MNT" dict_train_attempts dict_trainings))"
+# written again: compressed with the dictionary now
+zs_run 60 dd if="$ZS_TMP/data" of="$ZS_MNT/swap" bs=1M oflag=direct conv=notrunc \
+	status=none || fail "writing the data failed"
+dict_pages=$(zs_stat "$ZS_MNT" dict_pages)
+[ "$dict_pages" -ge 16384 ] || fail "only $dict_pages pages compressed with the dictionary"
+for i in 1 2; do
+	kill_worker || fail "no worker to kill"
+	wait_worker
+	zs_run 60 cmp -n $((32768 * 4096)) "$ZS_TMP/data" "$ZS_MNT/swap" ||
+		fail "data differs after a kill with dictionary pages ($i)"
+	[ "$(zs_stat "$ZS_MNT" dict_pages)" = "$dict_pages" ] ||
+		fail "dict_pages $dict_pages before the kill, $(zs_stat "$ZS_MNT" dict_pages) after"
+	[ "$(zs_stat "$ZS_MNT" dict_pages_current)" -ge "$dict_pages" ] ||
+		fail "the dictionary's pages were not recounted: $(zs_stats_line "$ZS_MNT" \
+			dict_generation dict_pages_current)"
+done
+[ "$(zs_stat "$ZS_MNT" failed_reads)" = 0 ] || fail "failed_reads after the kills"
+log "dictionary: $dict_pages pages with generation 1, 2 kills; data intact; \
+$(zs_stats_line "$ZS_MNT" dict_generation dict_pages_current worker_restarts)"
 zs_umount
 
 # ---- not restart-safe: the connection ends, nothing hangs --------------------
