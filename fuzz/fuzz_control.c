@@ -128,6 +128,9 @@ static size_t req_format(const struct control_req *r, char *buf, size_t len)
 	case CONTROL_DICT:
 		n = snprintf(buf, len, "dict save %s", r->dict_path);
 		break;
+	case CONTROL_RESTART:
+		n = snprintf(buf, len, "restart");
+		break;
 	case CONTROL_OP_COUNT:	/* no command: n stays 0 and fails below */
 		break;
 	}
