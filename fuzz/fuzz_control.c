@@ -171,6 +171,7 @@ static void check_well_formed(const struct control_req *r)
 		fuzz_require(req_equal(r, &zero));
 		break;
 	case CONTROL_TRAIN:
+	case CONTROL_RESTART:
 		zero.op = r->op;
 		fuzz_require(req_equal(r, &zero));
 		break;
