@@ -62,6 +62,14 @@ void policy_mark_idle(struct policy *pol, bool all, uint32_t seconds)
 	seen.last.idle_secs = seconds;
 }
 
+/* The worker's restart hook (control_set_restart_hook). */
+static void restart_standin(void *arg)
+{
+	(void)arg;
+	seen.calls++;
+	seen.last.op = CONTROL_RESTART;
+}
+
 int dicttrain_request(struct dicttrain *dt)
 {
 	seen.calls++;
@@ -228,6 +236,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	fuzz_require(err == 0 || err == -EINVAL);
 
 	memset(&seen, 0, sizeof(seen));
+	control_set_restart_hook(restart_standin, NULL);
 	/* Not dereferenced: the stand-ins above take its place. */
 	ret = control_run(NULL, (struct dicttrain *)&seen, text, size);
 	if (err) {
