@@ -51,8 +51,9 @@
  * who changes b->buf or moves b->used) is the thread doing them, while
  * readers only copy bytes below b->used.  Reads of written segments take
  * the lock only to learn the sequence and that the object is not in b->buf.
- * Callers hold a slot lock around backing_read() and backing_append(): the
- * daemon's lock order is in store.h.
+ * Callers hold a slot lock around backing_read() and backing_append(), or
+ * read with backing_read_try() and check backing_read_current() under it
+ * afterwards: the daemon's lock order is in store.h.
  */
 #ifndef _GNU_SOURCE
 #define _GNU_SOURCE
@@ -67,6 +68,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
+#include <time.h>
 
 #include "backing.h"
 #include "backing_file.h"
@@ -128,6 +130,7 @@ struct backing {
 	atomic_uint_fast64_t bytes_written;
 	atomic_uint_fast64_t writes;
 	atomic_uint_fast64_t reads;
+	atomic_uint_fast64_t bytes_read;	/* by backing_read's preads */
 	atomic_uint_fast64_t write_errors;
 	atomic_uint_fast64_t read_errors;
 	atomic_uint_fast64_t auth_failures;
@@ -138,6 +141,8 @@ struct backing_reader {
 	struct backing *b;
 	unsigned char *buf;		/* READER_BUF bytes, BACKING_ALIGN-aligned */
 	struct seal_ctx *ctx;		/* NULL: plain */
+	uint64_t io_ns;			/* the last backing_read's pread (0: none) */
+	uint64_t seq;			/* the sequence of its segment then */
 };
 
 static const uint8_t zero_tag[SEAL_TAG_SIZE];
@@ -608,17 +613,57 @@ static bool loc_valid(const struct backing *b, uint64_t loc)
 	       off <= BACKING_SEG_SIZE - BACKING_HDR_SIZE;
 }
 
+static int read_object(struct backing_reader *r, uint64_t loc, uint32_t slot, uint16_t want,
+		       const void **data, uint16_t *len, uint8_t *codec, bool count);
+
 int backing_read(struct backing_reader *r, uint64_t loc, uint32_t slot, const void **data,
 		 uint16_t *len, uint8_t *codec)
 {
+	return backing_read_len(r, loc, slot, 0, data, len, codec);
+}
+
+int backing_read_len(struct backing_reader *r, uint64_t loc, uint32_t slot, uint16_t want,
+		     const void **data, uint16_t *len, uint8_t *codec)
+{
+	return read_object(r, loc, slot, want, data, len, codec, true);
+}
+
+int backing_read_try(struct backing_reader *r, uint64_t loc, uint32_t slot, uint16_t want,
+		     const void **data, uint16_t *len, uint8_t *codec)
+{
+	return read_object(r, loc, slot, want, data, len, codec, false);
+}
+
+bool backing_read_current(const struct backing_reader *r, uint64_t loc)
+{
+	struct backing *b = r->b;
+	uint32_t seg = (uint32_t)(loc / BACKING_SEG_SIZE);
+	bool same;
+
+	if (!loc_valid(b, loc))
+		return false;
+	pthread_mutex_lock(&b->lock);
+	same = b->seq[seg] == r->seq &&
+	       (b->state[seg] == SEG_OPEN || b->state[seg] == SEG_FULL);
+	pthread_mutex_unlock(&b->lock);
+	return same;
+}
+
+/* backing_read_len(), counting failures (count) or not (a caller that
+ * will look again under its lock: backing_read_try). */
+static int read_object(struct backing_reader *r, uint64_t loc, uint32_t slot, uint16_t want,
+		       const void **data, uint16_t *len, uint8_t *codec, bool count)
+{
 	struct backing *b = r->b;
 	struct backing_hdr *h;
+	struct timespec t0, t1;
 	uint32_t seg, off, soff, delta, n;
 	uint64_t seq;
 	ssize_t got;
 	size_t avail;
 	int ret;
 
+	r->io_ns = 0;
 	if (!loc_valid(b, loc))
 		goto out_err;
 	seg = (uint32_t)(loc / BACKING_SEG_SIZE);
@@ -627,6 +672,7 @@ int backing_read(struct backing_reader *r, uint64_t loc, uint32_t slot, const vo
 	pthread_mutex_lock(&b->lock);
 	/* Stable while the object lives: its segment cannot be opened again. */
 	seq = b->seq[seg];
+	r->seq = seq;
 	if (seg == b->open_seg) {
 		const struct backing_hdr *bh = (const void *)(b->buf + off);
 
@@ -647,29 +693,44 @@ int backing_read(struct backing_reader *r, uint64_t loc, uint32_t slot, const vo
 	} else {
 		pthread_mutex_unlock(&b->lock);
 		/*
-		 * One read of the blocks that the largest object starting here
-		 * would cover (two, three for the last 32 bytes of a block);
-		 * an object never crosses a segment's end, so neither does the
-		 * read.
+		 * One read of the blocks the object covers: with the length the
+		 * caller expects (want), only those (a 1.5 KiB object: one block
+		 * two times in three); without, those the largest object
+		 * starting here would cover (two, three for the last 32 bytes
+		 * of a block).  A wrong want reads too little for the object
+		 * the header describes, or a header that is not what the caller
+		 * expects: obj_open's length check, or the one below, fails it
+		 * (-EIO), never data of another size.  An object never crosses
+		 * a segment's end, so neither does the read.  Measured on the
+		 * issue 13 benchmark: disk bytes read 1.75x -> 1.22x the plain
+		 * swap file's.
 		 */
 		soff = off & ~(BACKING_ALIGN - 1);
 		delta = off - soff;
-		n = (delta + BACKING_HDR_SIZE + BACKING_MAX_DATA + BACKING_ALIGN - 1) &
-		    ~(BACKING_ALIGN - 1);
+		n = (delta + BACKING_HDR_SIZE +
+		     (want && want <= BACKING_MAX_DATA ? want : BACKING_MAX_DATA) +
+		     BACKING_ALIGN - 1) & ~(BACKING_ALIGN - 1);
 		if (n > BACKING_SEG_SIZE - soff)
 			n = BACKING_SEG_SIZE - soff;
+		clock_gettime(CLOCK_MONOTONIC, &t0);
 		do
 			got = pread(b->fd, r->buf, n, (off_t)(loc - delta));
 		while (got < 0 && errno == EINTR);
+		clock_gettime(CLOCK_MONOTONIC, &t1);
+		r->io_ns = (uint64_t)(t1.tv_sec - t0.tv_sec) * 1000000000u +
+			   (uint64_t)t1.tv_nsec - (uint64_t)t0.tv_nsec;
+		if (got > 0)
+			atomic_fetch_add_explicit(&b->bytes_read, (uint64_t)got,
+						  memory_order_relaxed);
 		if (got < 0 || (size_t)got < delta + BACKING_HDR_SIZE)
 			goto out_err;
 		h = (void *)(r->buf + delta);
 		avail = (size_t)got - delta;
 	}
-	if (h->slot != slot)
+	if (h->slot != slot || (want && h->len != want))
 		goto out_err;
 	ret = obj_open(r, h, loc, seq, avail);
-	if (ret == -EBADMSG)
+	if (ret == -EBADMSG && count)
 		atomic_fetch_add_explicit(&b->auth_failures, 1, memory_order_relaxed);
 	if (ret)
 		goto out_err;
@@ -680,8 +741,14 @@ int backing_read(struct backing_reader *r, uint64_t loc, uint32_t slot, const vo
 	return 0;
 
 out_err:
-	atomic_fetch_add_explicit(&b->read_errors, 1, memory_order_relaxed);
+	if (count)
+		atomic_fetch_add_explicit(&b->read_errors, 1, memory_order_relaxed);
 	return -EIO;
+}
+
+uint64_t backing_reader_io_ns(const struct backing_reader *r)
+{
+	return r->io_ns;
 }
 
 void backing_free(struct backing *b, uint64_t loc, uint16_t len)
@@ -755,6 +822,7 @@ void backing_get_stats(struct backing *b, struct backing_stats *s)
 	s->bytes_written = atomic_load_explicit(&b->bytes_written, memory_order_relaxed);
 	s->writes = atomic_load_explicit(&b->writes, memory_order_relaxed);
 	s->reads = atomic_load_explicit(&b->reads, memory_order_relaxed);
+	s->bytes_read = atomic_load_explicit(&b->bytes_read, memory_order_relaxed);
 	s->write_errors = atomic_load_explicit(&b->write_errors, memory_order_relaxed);
 	s->read_errors = atomic_load_explicit(&b->read_errors, memory_order_relaxed);
 	s->auth_failures = atomic_load_explicit(&b->auth_failures, memory_order_relaxed);

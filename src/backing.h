@@ -46,7 +46,7 @@
  * called from any thread, concurrently with everything, including a flush
  * in progress; each reading thread has a backing_reader of its own.  The
  * caller must keep an object from being freed while it reads it (for the
- * store: the slot lock).  No function allocates memory after backing_open()
+ * store: the slot lock), or read with backing_read_try() and check after.  No function allocates memory after backing_open()
  * but backing_reader_create().
  */
 #ifndef ZSWAPFS_BACKING_H
@@ -148,6 +148,30 @@ void backing_abort(struct backing *b);
  */
 int backing_read(struct backing_reader *r, uint64_t loc, uint32_t slot, const void **data,
 		 uint16_t *len, uint8_t *codec);
+/*
+ * The same, for an object the caller knows to be want bytes long (the
+ * slot's size): only the blocks it covers are read.  An object of any other
+ * length is -EIO, as above (0: any length, the blocks of the largest).
+ */
+int backing_read_len(struct backing_reader *r, uint64_t loc, uint32_t slot, uint16_t want,
+		     const void **data, uint16_t *len, uint8_t *codec);
+/*
+ * The same for a caller that does not hold the object's slot lock across
+ * the read, so that the object may be freed, its segment punched or even
+ * opened again meanwhile: what it returns is only good if, back under the
+ * slot lock, the slot still points at loc and backing_read_current(r, loc)
+ * says the segment is still in the opening that was read.  Failures are
+ * not counted: the caller looks again under its lock (backing_read_len).
+ */
+int backing_read_try(struct backing_reader *r, uint64_t loc, uint32_t slot, uint16_t want,
+		     const void **data, uint16_t *len, uint8_t *codec);
+/* Whether loc's segment is still written or open in the opening r's last
+ * read found (its sequence): the object r read is the one at loc now. */
+bool backing_read_current(const struct backing_reader *r, uint64_t loc);
+/* How long the last backing_read() of r waited for its pread, in ns; 0
+ * when it read nothing from the disk (the open segment's buffer, or a
+ * location refused before any I/O). */
+uint64_t backing_reader_io_ns(const struct backing_reader *r);
 /* The object at loc, of len bytes, is dead. */
 void backing_free(struct backing *b, uint64_t loc, uint16_t len);
 /*
@@ -205,6 +229,7 @@ struct backing_stats {
 	uint64_t bytes_written;		/* to the file, for the SSD's write budget */
 	uint64_t writes;		/* segment writes that succeeded */
 	uint64_t reads;			/* objects read back */
+	uint64_t bytes_read;		/* by their preads (blocks, not objects) */
 	uint64_t write_errors;
 	uint64_t read_errors;		/* I/O errors, checksum/header/tag mismatches */
 	uint64_t auth_failures;		/* of those, objects whose tag did not match */

@@ -95,6 +95,15 @@ static const struct setting settings[] = {
 	 * but on 2 vCPUs the spinning thread slows the real swap workload
 	 * (medians of 4: 16.5 s at 0, 17.9 s at 20, 19.1 s at 100 us;
 	 * swapbench.sh -d zswapfs-bp0,zswapfs-bp20,zswapfs-bp100). */
+	/* Requests wait on the run queue too: on 2 busy vCPUs under one fio
+	 * writer and one reader, the request thread waited 4.1-4.9 s for a
+	 * CPU in 10 s (/proc/TID/schedstat), ~9 us per wake-up.  Default 0:
+	 * -10 did not win in the same run (contrib/bench/README, rwbench).
+	 * Set once at start, before privileges are dropped (a negative value
+	 * needs CAP_SYS_NICE). */
+	{ .name = "request_nice", .type = SETTING_INT, FIELD(request_nice),
+	  .min = -20, .max = 19, .def = "0",
+	  .help = "nice value of the request threads (negative: before other tasks)" },
 	{ .name = "busy_poll_us", .type = SETTING_INT, FIELD(busy_poll_us),
 	  .min = 0, .max = 100000, .def = "0",
 	  .help = "after a request, look for the next one this many microseconds before sleeping" },
@@ -657,6 +666,7 @@ void config_params(const struct zs_config *cfg, struct zs_params *p)
 	p->lock_memory_required = cfg->lock_memory == ZS_LOCK_REQUIRED;
 	p->threads = (unsigned int)cfg->threads;
 	p->busy_poll_us = (unsigned int)cfg->busy_poll_us;
+	p->request_nice = (int)cfg->request_nice;
 	p->fuse_uring = cfg->fuse_uring;
 	p->worker_restart = cfg->worker_restart;
 	p->stats_gid = cfg->stats_group.gid;

@@ -53,6 +53,7 @@ struct zs_config {
 	uint64_t mem_limit;		/* bytes; 0 = no limit */
 	int64_t threads;		/* request threads */
 	int64_t busy_poll_us;		/* spin this long for the next request */
+	int64_t request_nice;		/* nice value of the request threads */
 	bool fuse_uring;		/* FUSE over io_uring when the kernel allows */
 	bool worker_restart;		/* keeper restarts a dead worker (keeper.h) */
 	int lock_memory;		/* enum zs_lock_memory */
@@ -109,6 +110,7 @@ struct zs_params {
 	bool lock_memory_required;
 	unsigned int threads;
 	unsigned int busy_poll_us;
+	int request_nice;
 	bool fuse_uring;
 	bool worker_restart;		/* keeper restarts a dead worker (keeper.h) */
 	int64_t stats_gid;		/* -1: none */

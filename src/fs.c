@@ -277,6 +277,16 @@ static void fs_release(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi
 	fuse_reply_err(req, 0);
 }
 
+/* Before a request on the swap file: the worker's path counters start
+ * from zero, and its disk reads go into the stats. */
+static void fs_io_begin(struct fs *fs, struct store_worker *w)
+{
+	w->pages_arena = 0;
+	w->pages_backing = 0;
+	w->room_wait_ns = 0;
+	w->pread_lat = &fs->io.lat[STATS_PATH_BACKING_PREAD];
+}
+
 static void fs_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 		    struct fuse_file_info *fi)
 {
@@ -284,7 +294,7 @@ static void fs_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 	struct fs *fs = req_fs(req);
 	struct uring_req *ring;
 	unsigned char *dst;
-	uint64_t start;
+	uint64_t start, ns;
 	ssize_t n;
 
 	if (ino == INO_STATS) {
@@ -306,10 +316,12 @@ static void fs_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 	/* From a ring, pages go straight into the reply's payload buffer. */
 	ring = uring_current();
 	dst = ring ? ring->payload : t->rbuf;
+	fs_io_begin(fs, &t->worker);
 	start = transport_now_ns();
 	n = store_read(fs->store, &t->worker, (uint64_t)off, dst, size);
-	stats_io_account(&fs->io, STATS_REQ_READ, n > 0 ? (uint64_t)n : 0, transport_now_ns() - start,
-			 n < 0);
+	ns = transport_now_ns() - start;
+	stats_io_account(&fs->io, STATS_REQ_READ, n > 0 ? (uint64_t)n : 0, ns, n < 0);
+	stats_io_path(&fs->io, STATS_REQ_READ, &t->worker, ns);
 	if (n < 0)
 		fuse_reply_err(req, (int)-n);
 	else
@@ -321,7 +333,7 @@ static void fs_write(fuse_req_t req, fuse_ino_t ino, const char *buf, size_t siz
 {
 	struct transport_thread *t = transport_current();
 	struct fs *fs = req_fs(req);
-	uint64_t start;
+	uint64_t start, ns;
 	int err;
 
 	if (ino == INO_CONTROL) {
@@ -332,9 +344,12 @@ static void fs_write(fuse_req_t req, fuse_ino_t ino, const char *buf, size_t siz
 		err = -EINVAL;
 		goto out;
 	}
+	fs_io_begin(fs, &t->worker);
 	start = transport_now_ns();
 	err = store_write(fs->store, &t->worker, (uint64_t)off, buf, size);
-	stats_io_account(&fs->io, STATS_REQ_WRITE, err ? 0 : size, transport_now_ns() - start, err);
+	ns = transport_now_ns() - start;
+	stats_io_account(&fs->io, STATS_REQ_WRITE, err ? 0 : size, ns, err);
+	stats_io_path(&fs->io, STATS_REQ_WRITE, &t->worker, ns);
 	/* Past the high watermark, writeback starts now, not at the next tick. */
 	if (fs->policy)
 		policy_note_write(fs->policy);
@@ -350,7 +365,7 @@ static void fs_fallocate(fuse_req_t req, fuse_ino_t ino, int mode, off_t off, of
 {
 	struct transport_thread *t = transport_current();
 	struct fs *fs = req_fs(req);
-	uint64_t start;
+	uint64_t start, ns;
 	int err;
 
 	if (ino != INO_SWAP || off < 0 || len <= 0) {
@@ -378,9 +393,12 @@ static void fs_fallocate(fuse_req_t req, fuse_ino_t ino, int mode, off_t off, of
 	}
 	if ((uint64_t)len > store_size(fs->store) - (uint64_t)off)
 		len = (off_t)(store_size(fs->store) - (uint64_t)off);
+	fs_io_begin(fs, &t->worker);
 	start = transport_now_ns();
 	err = store_discard(fs->store, &t->worker, (uint64_t)off, (uint64_t)len);
-	stats_io_account(&fs->io, STATS_REQ_DISCARD, (uint64_t)len, transport_now_ns() - start, err);
+	ns = transport_now_ns() - start;
+	stats_io_account(&fs->io, STATS_REQ_DISCARD, (uint64_t)len, ns, err);
+	stats_io_path(&fs->io, STATS_REQ_DISCARD, &t->worker, ns);
 	fuse_reply_err(req, -err);
 }
 

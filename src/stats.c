@@ -43,6 +43,29 @@ void stats_io_account(struct stats_io *io, enum stats_req kind, uint64_t bytes, 
 		atomic_fetch_add_explicit(&io->errors[kind], 1, memory_order_relaxed);
 }
 
+void stats_io_path(struct stats_io *io, enum stats_req kind, const struct store_worker *w,
+		   uint64_t ns)
+{
+	enum stats_path path;
+
+	switch (kind) {
+	case STATS_REQ_READ:
+		path = w->pages_backing ? STATS_PATH_READ_BACKING :
+		       w->pages_arena ? STATS_PATH_READ_ARENA : STATS_PATH_READ_SAME;
+		break;
+	case STATS_REQ_WRITE:
+		path = w->room_wait_ns ? STATS_PATH_WRITE_WAIT : STATS_PATH_WRITE_ROOM;
+		if (w->room_wait_ns)
+			atomic_fetch_add_explicit(&io->room_wait_ns, w->room_wait_ns,
+						  memory_order_relaxed);
+		break;
+	default:
+		path = STATS_PATH_DISCARD;
+		break;
+	}
+	lat_add(&io->lat[path], ns);
+}
+
 static int statm_fd = -1;
 
 void stats_init(void)
@@ -84,6 +107,12 @@ static const char *const req_names[STATS_REQ_COUNT] = {
 #define STATS_REQ_NAME(ID, name) [STATS_REQ_##ID] = #name,
 	STATS_REQ_LIST(STATS_REQ_NAME)
 #undef STATS_REQ_NAME
+};
+
+static const char *const path_names[STATS_PATH_COUNT] = {
+#define STATS_PATH_NAME(ID, name) [STATS_PATH_##ID] = #name,
+	STATS_PATH_LIST(STATS_PATH_NAME)
+#undef STATS_PATH_NAME
 };
 
 /* Appends to the caller's buffer; a line that does not fit is left out
@@ -202,6 +231,40 @@ static void put_requests(struct text *t, const struct stats_io *io)
 		put_each(t, STATS_K_REQ_LATENCY_AVG_NS, req_names[i], n ? ns / n : 0);
 		put_each(t, STATS_K_REQ_LATENCY_MAX_NS, req_names[i],
 			 atomic_load_explicit(&io->ns_max[i], memory_order_relaxed));
+	}
+}
+
+/* The latency histograms by path (lat.h): every bucket, zeros included,
+ * so that the keys do not change with the load. */
+static void put_paths(struct text *t, const struct stats_io *io)
+{
+	char key[STATS_KEY_MAX], num[24];
+	unsigned int i, k;
+
+	for (i = 0; i < STATS_PATH_COUNT; i++) {
+		const struct lat_hist *h = &io->lat[i];
+
+		put_each(t, STATS_K_LAT_REQS, path_names[i],
+			 atomic_load_explicit(&h->count, memory_order_relaxed));
+		put_each(t, STATS_K_LAT_NS_TOTAL, path_names[i],
+			 atomic_load_explicit(&h->ns_total, memory_order_relaxed));
+		put_each(t, STATS_K_LAT_NS_MAX, path_names[i],
+			 atomic_load_explicit(&h->ns_max, memory_order_relaxed));
+		for (k = 0; k < LAT_BUCKETS && !t->full; k++) {
+			int n;
+
+			stats_key_bucket(key, sizeof(key), STATS_K_LAT_US, path_names[i],
+					 lat_bucket_us(k));
+			snprintf(num, sizeof(num), "%" PRIu64,
+				 atomic_load_explicit(&h->bucket[k], memory_order_relaxed));
+			n = snprintf(t->buf + t->len, t->cap - t->len, "%s %s\n", key, num);
+			if (n < 0 || (size_t)n >= t->cap - t->len) {
+				t->full = true;
+				t->buf[t->len] = '\0';
+				return;
+			}
+			t->len += (size_t)n;
+		}
 	}
 }
 
@@ -359,5 +422,16 @@ size_t stats_snapshot(struct store *st, struct policy *pol, struct dicttrain *dt
 	put_dict(&t, st, dt, &c);
 	put_worker(&t);
 	put_classes(&t, cls);
+	{
+		struct backing_stats bs = { 0 };
+
+		if (store_backing(st))
+			backing_get_stats(store_backing(st), &bs);
+		put(&t, STATS_K_BACKING_BYTES_READ, bs.bytes_read);
+	}
+	put(&t, STATS_K_WRITEBACK_ROOM_WAIT_NS,
+	    atomic_load_explicit(&io->room_wait_ns, memory_order_relaxed));
+	put(&t, STATS_K_WRITEBACK_HEADROOM_BYTES, ps.has_writeback ? ps.wb.headroom : 0);
+	put_paths(&t, io);
 	return t.len;
 }

@@ -13,9 +13,11 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "lat.h"
 #include "stats_keys.h"
 
 struct store;
+struct store_worker;
 struct policy;
 struct dicttrain;
 
@@ -24,6 +26,13 @@ enum stats_req {
 	STATS_REQ_LIST(STATS_REQ_ENUM)
 #undef STATS_REQ_ENUM
 	STATS_REQ_COUNT
+};
+
+enum stats_path {
+#define STATS_PATH_ENUM(ID, name) STATS_PATH_##ID,
+	STATS_PATH_LIST(STATS_PATH_ENUM)
+#undef STATS_PATH_ENUM
+	STATS_PATH_COUNT
 };
 
 /* Request counters; updated with relaxed atomics by the request threads. */
@@ -35,10 +44,18 @@ struct stats_io {
 	_Atomic uint64_t errors[STATS_REQ_COUNT];
 	_Atomic uint64_t loop_errors;	/* failed reads and polls of /dev/fuse */
 	_Atomic uint64_t access_denied;	/* opens and setattrs refused (fs.c) */
+	struct lat_hist lat[STATS_PATH_COUNT];	/* by path (stats_keys.h) */
+	_Atomic uint64_t room_wait_ns;	/* writes waiting for make-room, in all */
 };
 
 void stats_io_account(struct stats_io *io, enum stats_req kind, uint64_t bytes, uint64_t ns,
 		      int err);
+/*
+ * The path a request served by w took (its counters, store.h, zeroed
+ * before it), into its histogram, and a write's wait for room.  Lock-free.
+ */
+void stats_io_path(struct stats_io *io, enum stats_req kind, const struct store_worker *w,
+		   uint64_t ns);
 
 /*
  * Write the stats text into buf (cap bytes); returns its length.  Text that

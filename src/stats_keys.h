@@ -14,11 +14,13 @@
  *         write, discard) or the class size (see stats_key_name);
  *   kind  NUM (a whole number), WORD (text), NUM_OR_WORD (a number or a
  *         word: --json writes a string only for the word);
- *   each  ONE, CODEC, REQ or CLASS: one key, or one per codec (CODEC_LIST
- *         order), per request kind (STATS_REQ_LIST order), per size class in
- *         use.  Keys of one family that follow each other are printed
- *         together for each member: pages_lz4, bytes_lz4, pages_zstd, ...
- *   unit  bytes, pages, count, s, ms, ns, us, bytes/s, 0/1, bits, x1000
+ *   each  ONE, CODEC, REQ, CLASS or PATH: one key, or one per codec
+ *         (CODEC_LIST order), per request kind (STATS_REQ_LIST order), per
+ *         size class in use, per request path (STATS_PATH_LIST order; a
+ *         second `*` is the histogram bucket's lower bound in us, lat.h).
+ *         Keys of one family that follow each other are printed together
+ *         for each member: pages_lz4, bytes_lz4, pages_zstd, ...
+ *   unit  bytes, pages, count, ns, us, bytes/s, 0/1, bits, s, ms, x1000
  *         (a ratio in thousandths) or text.
  */
 #ifndef ZSWAPFS_STATS_KEYS_H
@@ -32,6 +34,23 @@
 	X(READ, read)		\
 	X(WRITE, write)		\
 	X(DISCARD, discard)
+
+/*
+ * The paths a request can take, for the latency histograms (lat.h),
+ * X(ID, name): a read served from the arena only, one that read the
+ * backing file (from disk or the open segment's buffer), one of only
+ * empty or same-filled pages; a write that found room, one that waited for
+ * writeback to make it; a discard; and each disk read of the backing file
+ * itself (inside a backing read).
+ */
+#define STATS_PATH_LIST(X)		\
+	X(READ_ARENA, read_arena)	\
+	X(READ_BACKING, read_backing)	\
+	X(READ_SAME, read_same)		\
+	X(WRITE_ROOM, write_room)	\
+	X(WRITE_WAIT, write_wait)	\
+	X(DISCARD, discard)		\
+	X(BACKING_PREAD, backing_pread)
 
 #define STATS_KEYS(X) \
 	X(ORIG_DATA_SIZE, "orig_data_size", NUM, ONE, "bytes", \
@@ -189,7 +208,18 @@
 	  "the longest such time") \
 	X(CLASS_OBJS, "class_*_objs", NUM, CLASS, "count", "objects in the size class") \
 	X(CLASS_CAPACITY, "class_*_capacity", NUM, CLASS, "count", "places in the size class") \
-	X(CLASS_PAGES, "class_*_pages", NUM, CLASS, "pages", "pages of the size class")
+	X(CLASS_PAGES, "class_*_pages", NUM, CLASS, "pages", "pages of the size class") \
+	X(BACKING_BYTES_READ, "backing_bytes_read", NUM, ONE, "bytes", \
+	  "bytes the reads of written-back pages took from the disk") \
+	X(WRITEBACK_ROOM_WAIT_NS, "writeback_room_wait_ns", NUM, ONE, "ns", \
+	  "time writes spent waiting for writeback to make room") \
+	X(WRITEBACK_HEADROOM_BYTES, "writeback_headroom_bytes", NUM, ONE, "bytes", \
+	  "room above the high watermark, for a burst of writes") \
+	X(LAT_REQS, "lat_*_reqs", NUM, PATH, "count", "requests (disk reads) of the path") \
+	X(LAT_NS_TOTAL, "lat_*_ns_total", NUM, PATH, "ns", "their time in all") \
+	X(LAT_NS_MAX, "lat_*_ns_max", NUM, PATH, "ns", "the longest of them") \
+	X(LAT_US, "lat_*_us_*", NUM, PATH, "count", \
+	  "of them, those that took from the bucket's lower bound (us) to twice it")
 
 enum stats_key_id {
 #define STATS_KEY_ENUM(ID, key, kind, each, unit, help) STATS_K_##ID,
@@ -199,7 +229,7 @@ enum stats_key_id {
 };
 
 enum stats_kind { STATS_NUM, STATS_WORD, STATS_NUM_OR_WORD };
-enum stats_each { STATS_ONE, STATS_CODEC, STATS_REQ, STATS_CLASS };
+enum stats_each { STATS_ONE, STATS_CODEC, STATS_REQ, STATS_CLASS, STATS_PATH };
 
 struct stats_key {
 	const char *key;
@@ -236,6 +266,20 @@ static inline const char *stats_key_name(char *buf, size_t len, enum stats_key_i
 		snprintf(buf, len, "%s", key);
 	else
 		snprintf(buf, len, "%.*s%s%s", (int)(star - key), key, part, star + 1);
+	return buf;
+}
+
+/* A histogram bucket's key (lat_*_us_*): the path, then the bucket's
+ * lower bound in microseconds. */
+static inline const char *stats_key_bucket(char *buf, size_t len, enum stats_key_id id,
+					   const char *part, unsigned long long bound)
+{
+	char *star;
+
+	stats_key_name(buf, len, id, part);
+	star = strchr(buf, '*');
+	if (star)
+		snprintf(star, len - (size_t)(star - buf), "%llu", bound);
 	return buf;
 }
 

@@ -559,7 +559,11 @@ static int backing_load_locked(struct store *st, struct store_worker *w, uint64_
 	uint8_t codec;
 	int err;
 
-	if (backing_read(w->breader, s->loc, (uint32_t)idx, &obj, &len, &codec))
+	err = backing_read_len(w->breader, s->loc, (uint32_t)idx, s->size, &obj, &len, &codec);
+	w->pages_backing++;
+	if (w->pread_lat && backing_reader_io_ns(w->breader))
+		lat_add(w->pread_lat, backing_reader_io_ns(w->breader));
+	if (err)
 		return -EIO;
 	/* The header passed its checksum or tag; it must also be what the slot says. */
 	if (len != s->size || codec != slot_coding(s))
@@ -589,11 +593,68 @@ static int slot_load_locked(struct store *st, struct store_worker *w, uint64_t i
 		fill_page(page, s->loc);
 		return 0;
 	case SLOT_ARENA:
+		w->pages_arena++;
 		return object_load(st, w, s, arena_map(st->arena, s->loc), page);
 	case SLOT_BACKING:
 		return backing_load_locked(st, w, idx, s, page, freed);
 	}
 	return -EIO;
+}
+
+/* Reads of a written-back page the slot changed under: at most this many
+ * unlocked tries, then one with the lock held, as partial writes do. */
+#define STORE_READ_TRIES	4
+
+static bool slot_same(const struct slot *a, const struct slot *b)
+{
+	return a->state == b->state && a->loc == b->loc && a->size == b->size &&
+	       a->codec == b->codec && a->dict == b->dict && a->flags == b->flags;
+}
+
+/*
+ * Read a written-back page without holding its slot lock across the disk
+ * read: take the slot under the lock, read the object unlocked
+ * (backing_read_try), and take the result only if, back under the lock,
+ * the slot still points at it and its segment was not opened again
+ * meanwhile (backing_read_current); otherwise look again.  Other requests
+ * on the slot's lock stripe (1 in STORE_LOCK_STRIPES of all pages) no
+ * longer wait for our pread.  Returns with the lock held: 0 and the page,
+ * -EIO, or 1 when the slot is not (or no longer) on the backing file: the
+ * caller loads it as it is now.
+ */
+static int backing_load_unlocked(struct store *st, struct store_worker *w, uint64_t idx,
+				 pthread_mutex_t *lock, void *page, struct slot *freed)
+{
+	const void *obj;
+	uint16_t len;
+	uint8_t codec;
+	int tries, err;
+
+	for (tries = 0; tries < STORE_READ_TRIES; tries++) {
+		struct slot s = st->slots[idx];
+
+		if (s.state != SLOT_BACKING)
+			return 1;
+		pthread_mutex_unlock(lock);
+		err = backing_read_try(w->breader, s.loc, (uint32_t)idx, s.size, &obj, &len,
+				       &codec);
+		if (w->pread_lat && backing_reader_io_ns(w->breader))
+			lat_add(w->pread_lat, backing_reader_io_ns(w->breader));
+		pthread_mutex_lock(lock);
+		if (!slot_same(&st->slots[idx], &s) || !backing_read_current(w->breader, s.loc))
+			continue;	/* rewritten, discarded or moved meanwhile */
+		if (err)
+			break;		/* the same object: read it again, counted */
+		w->pages_backing++;
+		if (len != s.size || codec != slot_coding(&s))
+			return -EIO;
+		count_add(st, &st->counters->bd_reads, 1);
+		err = object_load(st, w, &s, obj, page);
+		if (!err && st->promote)
+			promote_locked(st, idx, obj, freed);
+		return err;
+	}
+	return 1;
 }
 
 static int page_read(struct store *st, struct store_worker *w, uint64_t idx, void *page)
@@ -603,9 +664,18 @@ static int page_read(struct store *st, struct store_worker *w, uint64_t idx, voi
 	int err;
 
 	pthread_mutex_lock(lock);
-	err = slot_load_locked(st, w, idx, page, &freed);
+	err = st->backing ? backing_load_unlocked(st, w, idx, lock, page, &freed) : 1;
+	if (err == 1)
+		err = slot_load_locked(st, w, idx, page, &freed);
+	/*
+	 * With a backing file, a page just read is the first to write back,
+	 * not the last: the kernel keeps what it read from swap in its swap
+	 * cache, and our copy is rewritten or discarded next in all but 20 of
+	 * 120k reads (issue 13's trace); zram frees it on the read.  Its
+	 * access time goes to the store's start, the oldest there is.
+	 */
 	if (st->slots[idx].state != SLOT_EMPTY)
-		st->slots[idx].atime = store_now(st);
+		st->slots[idx].atime = st->backing ? 0 : store_now(st);
 	pthread_mutex_unlock(lock);
 	slot_release(st, &freed);
 	if (err)
@@ -633,7 +703,15 @@ static int page_write(struct store *st, struct store_worker *w, uint64_t idx, co
 	 * itself be waiting in reclaim for this very request.
 	 */
 	while (err == -ENOSPC && (make_room = atomic_load(&st->make_room))) {
-		bool made = make_room(st->make_room_arg) == 0;
+		struct timespec t0, t1;
+		bool made;
+
+		clock_gettime(CLOCK_MONOTONIC, &t0);
+		made = make_room(st->make_room_arg) == 0;
+		clock_gettime(CLOCK_MONOTONIC, &t1);
+		/* At least 1 ns: the caller tells a write that waited by it. */
+		w->room_wait_ns += (uint64_t)(t1.tv_sec - t0.tv_sec) * 1000000000u +
+				   (uint64_t)t1.tv_nsec - (uint64_t)t0.tv_nsec + 1;
 
 		/* Look again even when this round freed nothing: the round
 		 * before it (the high watermark's) may have, meanwhile. */

@@ -28,8 +28,9 @@
  *				held across mmap/mlock, so taken under a class
  *				lock only outside reserve mode
  *         -> arena page_lock	arena.c: chunks, the descriptor pool
- *     -> backing lock		backing.c: b->lock, through backing_read()
- *				and backing_append() under a slot lock
+ *     -> backing lock		backing.c: b->lock, through backing_read*(),
+ *				backing_read_current() and backing_append()
+ *				under a slot lock
  *     -> counters_lock		store.c: the stats counters
  *   writeback lock		writeback.c: wb->lock, its stats and budget
  *   policy lock		policy.c: pol->lock, its queue and make-room
@@ -38,11 +39,16 @@
  * The last four and counters_lock are leaves: nothing is taken under them
  * (policy.lock only signals condition variables).  What else holds up a
  * lock holder, without being a lock:
- *   - a slot stripe is held across a backing-file pread (a read of a
- *     written-back page, store.c: backing_load_locked), and across sealing
- *     or opening an object (a seal context, seal.h, belongs to one thread:
- *     the writer's to the writeback thread, a reader's to its
- *     store_worker; neither waits for anyone);
+ *   - a read of a written-back page does not hold its slot stripe across
+ *     the backing file's pread (store.c: backing_load_unlocked: it reads
+ *     unlocked, then checks under the lock that the slot and the segment's
+ *     opening are what it read, or looks again); only a partial-page write
+ *     (page_patch), and a read after STORE_READ_TRIES changes or a failed
+ *     try, pread with the stripe held.  A slot stripe is held across
+ *     sealing or opening an object held in memory (a seal context, seal.h,
+ *     belongs to one thread: the writer's to the writeback thread, a
+ *     reader's to its store_worker; neither waits for anyone).  No class
+ *     lock is ever held across disk I/O: the arena does none;
  *   - b->lock is never held across I/O or sealing (backing.c, Locking);
  *     dead segments found by a request thread are only marked, and the
  *     policy thread punches them with no lock held (backing_reap(), the
@@ -91,6 +97,7 @@
 
 #include "arena.h"
 #include "codec.h"
+#include "lat.h"
 #include "page.h"
 
 struct backing;
@@ -169,6 +176,17 @@ struct store_worker {
 	unsigned char cbuf[STORE_PAGE_SIZE];	/* compressed output */
 	unsigned char pbuf[STORE_PAGE_SIZE];	/* partial-page scratch */
 	struct backing_reader *breader;		/* with a backing file: reads of it */
+	/*
+	 * What the request in progress did, for the caller's latency figures
+	 * (stats.h): the caller zeroes them before a request and reads them
+	 * after.  Pages read from the arena and from the backing file, and
+	 * the time a write spent waiting for the make-room function.
+	 */
+	uint32_t pages_arena;
+	uint32_t pages_backing;
+	uint64_t room_wait_ns;
+	struct lat_hist *pread_lat;		/* each disk read of the backing file
+						 * is added here (NULL: not counted) */
 };
 
 /* The figures of the stats file that the store keeps (zram's meanings). */

@@ -12,6 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/eventfd.h>
+#include <sys/resource.h>
 #include <sys/uio.h>
 #include <unistd.h>
 
@@ -38,6 +39,15 @@ int transport_init(struct transport *tp, struct store *st, struct stats_io *io,
 	tp->busy_poll_ns = (uint64_t)busy_poll_us * 1000u;
 	tp->stop_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
 	return tp->stop_fd < 0 ? -errno : 0;
+}
+
+int transport_set_nice(int nice)
+{
+	/* PRIO_PROCESS with who 0 is the calling thread on Linux, and a new
+	 * thread starts with its creator's nice value. */
+	if (getpriority(PRIO_PROCESS, 0) == nice)
+		return 0;
+	return setpriority(PRIO_PROCESS, 0, nice) ? -errno : 0;
 }
 
 void transport_fini(struct transport *tp)

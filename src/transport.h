@@ -95,6 +95,13 @@ int transport_init(struct transport *tp, struct store *st, struct stats_io *io,
 		   unsigned int threads, unsigned int busy_poll_us);
 void transport_fini(struct transport *tp);
 
+/* Give the calling thread, and so every thread it starts from now on (the
+ * request threads; also the log and reserve threads, which serve them), the
+ * nice value `nice` (the request_nice setting).  Call before privileges are
+ * dropped (a negative value needs CAP_SYS_NICE) and before any thread
+ * starts.  0 or -errno; the threads then keep the priority they have. */
+int transport_set_nice(int nice);
+
 /* A stop waits while a hold is taken; the last release of a hold after a
  * stop signal wakes the loop to end it. */
 void transport_hold(struct transport *tp);

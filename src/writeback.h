@@ -81,6 +81,7 @@ struct writeback_stats {
 	uint64_t compaction_moves;	/* objects rewritten by segment compaction */
 	uint64_t segments_compacted;
 	uint64_t budget_left;		/* bytes; UINT64_MAX with no daily limit */
+	uint64_t headroom;		/* mem_limit less the high watermark now */
 	enum writeback_status status;
 };
 
@@ -100,6 +101,14 @@ int writeback_run(struct writeback *wb, const struct writeback_pass *p,
 unsigned int writeback_compact(struct writeback *wb, unsigned int max_segments,
 			       const _Atomic bool *stop);
 
+/*
+ * Whether automatic compaction should run now: with idle (no request since
+ * the last look), or when the backing file runs short of free segments
+ * (fewer than an eighth of it, or four).  Under load on a file with room
+ * it waits: its reads and rewrites compete with swap-ins for the disk.
+ */
+bool writeback_compact_due(struct writeback *wb, bool idle);
+
 /* ---- automatic writeback ---- */
 
 /*
@@ -111,8 +120,15 @@ unsigned int writeback_compact(struct writeback *wb, unsigned int max_segments,
 #define WRITEBACK_AUTO		1u
 void writeback_run_logged(struct writeback *wb, const struct writeback_pass *p, const char *why,
 			  unsigned int flags, struct writeback_result *res);
-/* The arena has passed the high watermark (two atomic loads). */
+/* The arena has passed the high watermark (three atomic loads). */
 bool writeback_above_high(struct writeback *wb);
+/*
+ * The arena's measured write rate (bytes of arena pages a second, the
+ * reserve's peak): the watermarks keep room for WB_BURST_MS of it above
+ * the high one, moving both down as far as a quarter of mem_limit.  0: the
+ * settings' watermarks as they are.  Any thread.
+ */
+void writeback_set_write_rate(struct writeback *wb, uint64_t bytes_per_s);
 /*
  * Write the coldest pages back until the arena is below the low watermark
  * or, urgent (a write found the arena full), until anything was freed;

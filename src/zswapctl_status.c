@@ -469,17 +469,22 @@ static bool json_number(const char *v)
 	return *p == '\0';
 }
 
-/* Whether key (as printed) matches the table's `pattern` (`*`: one member). */
+/* Whether key (as printed) matches the table's `pattern` (each `*`: one
+ * member, or a histogram bucket's bound: lat_*_us_*). */
 static bool key_matches(const char *pattern, const char *key)
 {
 	const char *star = strchr(pattern, '*');
-	size_t pre, post, n = strlen(key);
 
 	if (!star)
 		return !strcmp(pattern, key);
-	pre = (size_t)(star - pattern);
-	post = strlen(star + 1);
-	return n > pre + post && !strncmp(key, pattern, pre) && !strcmp(key + n - post, star + 1);
+	if (strncmp(key, pattern, (size_t)(star - pattern)))
+		return false;
+	key += star - pattern;
+	/* The member: at least one character, then the rest must match. */
+	for (key++; *key; key++)
+		if (key_matches(star + 1, key))
+			return true;
+	return false;
 }
 
 /*

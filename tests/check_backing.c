@@ -669,6 +669,88 @@ START_TEST(test_straddle)
 }
 END_TEST
 
+/*
+ * With the length the slot knows, a read takes only the blocks the object
+ * covers; a wrong length is -EIO (counted), never the data: shorter or
+ * longer by a byte, and one that would read too few blocks for the object.
+ */
+static int read_len(struct backing_reader *rd, const struct obj *o, uint32_t slot,
+		    uint16_t want)
+{
+	unsigned char expect[BACKING_MAX_DATA];
+	const void *data;
+	uint16_t len;
+	uint8_t codec;
+	int r = backing_read_len(rd, o->loc, slot, want, &data, &len, &codec);
+
+	if (r)
+		return r;
+	ck_assert_uint_eq(len, o->len);
+	make_data(expect, len, slot, 0);
+	ck_assert(!memcmp(data, expect, len));
+	return 0;
+}
+
+static uint64_t bytes_read(struct backing *b)
+{
+	struct backing_stats s;
+
+	backing_get_stats(b, &s);
+	return s.bytes_read;
+}
+
+START_TEST(test_read_len)
+{
+	struct backing *b;
+	struct backing_reader *rd;
+	/* a: one block from SEG0; c: 32 bytes before a block's end, three */
+	struct obj a = { .len = 1000 }, f = { .len = 4080 - 1040 - 32 },
+		   c = { .len = BACKING_MAX_DATA }, d = { .len = 5000 - 4096 };
+	static struct obj rest[1024];
+	struct backing_stats s0, s1;
+	uint64_t r0;
+
+	cipher = ciphers[_i];
+
+	b = open_b(4 * MIB);
+	rd = reader(b);
+	ck_assert_int_eq(put(b, 1, a.len, &a.loc), 0);
+	ck_assert_int_eq(put(b, 2, f.len, &f.loc), 0);
+	ck_assert_int_eq(put(b, 3, c.len, &c.loc), 0);
+	ck_assert_uint_eq(c.loc, SEG0 + 4080);
+	ck_assert_int_eq(put(b, 4, d.len, &d.loc), 0);
+	/* a full segment behind them: theirs is written and closed */
+	ck_assert_uint_gt(fill_segment(b, 100, rest), 0);
+	ck_assert_int_eq(backing_flush(b), 0);
+
+	r0 = bytes_read(b);
+	ck_assert_int_eq(read_len(rd, &a, 1, a.len), 0);
+	ck_assert_uint_eq(bytes_read(b) - r0, 4096);
+	r0 = bytes_read(b);
+	ck_assert_int_eq(read_len(rd, &c, 3, c.len), 0);
+	ck_assert_uint_eq(bytes_read(b) - r0, 3 * 4096);
+	/* without a length: the blocks of the largest object */
+	r0 = bytes_read(b);
+	ck_assert_int_eq(read_len(rd, &a, 1, 0), 0);
+	ck_assert_uint_eq(bytes_read(b) - r0, 2 * 4096);
+
+	backing_get_stats(b, &s0);
+	ck_assert_int_eq(read_len(rd, &a, 1, a.len - 1), -EIO);
+	ck_assert_int_eq(read_len(rd, &a, 1, a.len + 1), -EIO);
+	/* c needs three blocks; a length that fits in one reads one */
+	ck_assert_int_eq(read_len(rd, &c, 3, 16), -EIO);
+	ck_assert_int_eq(read_len(rd, &d, 4, 1), -EIO);
+	ck_assert_int_eq(read_len(rd, &c, 3, BACKING_MAX_DATA + 1), -EIO);
+	backing_get_stats(b, &s1);
+	ck_assert_uint_eq(s1.read_errors, s0.read_errors + 5);
+	/* and the right lengths still read */
+	ck_assert_int_eq(read_len(rd, &f, 2, f.len), 0);
+	ck_assert_int_eq(read_len(rd, &d, 4, d.len), 0);
+	backing_reader_destroy(rd);
+	backing_close(b);
+}
+END_TEST
+
 START_TEST(test_bad_args)
 {
 	struct backing *b;
@@ -1206,6 +1288,66 @@ START_TEST(test_seal_api)
 }
 END_TEST
 
+/*
+ * A read without the slot lock (backing_read_try) is only good while the
+ * object's segment stays in the opening it read: backing_read_current says
+ * so, and says no once the segment was punched, and again once it is
+ * opened anew with an object of the same slot at the same place.  A failed
+ * try is not counted.
+ */
+START_TEST(test_read_current)
+{
+	static struct obj a[600], c[600];
+	struct backing_stats s0, s1;
+	struct backing *b;
+	struct backing_reader *rd, *old;
+	struct obj first, again = { .len = 100 };
+	const void *data;
+	uint16_t len;
+	uint8_t codec;
+	uint32_t na, i;
+
+	cipher = ciphers[_i];
+
+	b = open_b(8 * MIB);
+	rd = reader(b);
+	old = reader(b);
+	na = fill_segment(b, 0, a);
+	ck_assert_int_eq(backing_flush(b), 0);
+	fill_segment(b, 10000, c);
+	ck_assert_int_eq(backing_flush(b), 0);
+	first = a[0];
+	/* the object as it is: read, and current */
+	ck_assert_int_eq(backing_read_try(rd, first.loc, 0, first.len, &data, &len, &codec), 0);
+	ck_assert(backing_read_current(rd, first.loc));
+	ck_assert_int_eq(backing_read_try(old, first.loc, 0, first.len, &data, &len, &codec), 0);
+	/* its segment dies and is punched: no longer */
+	for (i = 0; i < na; i++)
+		backing_free(b, a[i].loc, a[i].len);
+	ck_assert(!backing_read_current(rd, first.loc));
+	backing_get_stats(b, &s0);
+	ck_assert_int_eq(backing_read_try(rd, first.loc, 0, first.len, &data, &len, &codec),
+			 -EIO);
+	backing_get_stats(b, &s1);
+	ck_assert_uint_eq(s1.read_errors, s0.read_errors);
+	ck_assert_uint_eq(s1.auth_failures, s0.auth_failures);
+	/* opened again (lowest free first) with slot 0 at the same place */
+	fill_segment(b, 20000, c);
+	ck_assert_int_eq(backing_flush(b), 0);
+	ck_assert_int_eq(put(b, 0, again.len, &again.loc), 0);
+	ck_assert_uint_eq(again.loc, first.loc);
+	ck_assert_int_eq(backing_flush(b), 0);
+	ck_assert_int_eq(backing_read_try(rd, again.loc, 0, again.len, &data, &len, &codec), 0);
+	ck_assert(backing_read_current(rd, again.loc));
+	/* a reader whose last read was of the first opening does not take
+	 * the second, though slot and place are the same */
+	ck_assert(!backing_read_current(old, first.loc));
+	backing_reader_destroy(old);
+	backing_reader_destroy(rd);
+	backing_close(b);
+}
+END_TEST
+
 START_TEST(test_free_punch_reuse)
 {
 	static struct obj a[600], c[600], d[600];
@@ -1676,6 +1818,8 @@ static Suite *backing_suite(void)
 	tcase_add_loop_test(tc, test_round_trip, 0, NMODES);
 	tcase_add_loop_test(tc, test_generation_in_header, 0, NMODES);
 	tcase_add_loop_test(tc, test_straddle, 0, NMODES);
+	tcase_add_loop_test(tc, test_read_len, 0, NMODES);
+	tcase_add_loop_test(tc, test_read_current, 0, NMODES);
 	tcase_add_loop_test(tc, test_bad_args, 0, NMODES);
 	tcase_add_loop_test(tc, test_tamper, 0, NMODES);
 	tcase_add_loop_test(tc, test_moved, 0, NMODES);

@@ -10,6 +10,12 @@
 #      it and read back.
 #   3. A missing, empty or non-dictionary file is refused, naming it.
 #   4. dict_train=auto trains on its own once enough pages are stored.
+#   5. Training under fio --verify loses nothing: fio writes and verifies
+#      (verify_backlog: reads run beside the writes) while `train` is asked
+#      every half second, and memhog pages are written once the first
+#      dictionary is current; fio's verify passes, so does a verify-only
+#      run afterwards, the memhog pages read back, and at least one pass
+#      made a dictionary current while fio ran.
 set -eu
 . "$(dirname "$0")/lib.sh"
 
@@ -19,6 +25,7 @@ ZSWAPCTL=${ZSWAPCTL:-$top_builddir/src/zswapctl}
 require_root
 require_fuse
 require_memhog
+command -v fio >/dev/null || fail "fio is not installed"
 make_tmpdir
 
 MIB=$((1 << 20))
@@ -137,5 +144,73 @@ put "$b" 32
 [ "$(zs_stat "$ZS_MNT" dict_pages)" -gt 0 ] || fail "no page used the trained dictionary"
 same_as "$a" 0
 same_as "$b" 32
+zs_umount
+
+log "part 5: training under fio --verify loses nothing"
+zs_mount "$OPTS,dict_train=auto"
+put "$a" 0	# pages a dictionary helps: the samples are mostly these
+# Half-compressible blocks, rewritten with each generation as it comes;
+# verify_backlog reads blocks back while others are written.  A rate, so
+# that the idle-priority trainer gets a CPU even on a busy machine.
+cat >"$ZS_TMP/train.fio" <<'FIO'
+[train]
+ioengine=psync
+direct=1
+rw=randwrite
+bs=4k
+offset=64M
+size=32M
+loops=4
+rate_iops=5000
+buffer_compress_percentage=50
+buffer_compress_chunk=512
+refill_buffers
+verify=crc32c
+verify_backlog=512
+do_verify=1
+verify_fatal=1
+verify_dump=0
+exitall_on_error=1
+verify_state_save=0
+fallocate=none
+invalidate=0
+FIO
+(cd "$ZS_TMP" && exec fio --filename="$ZS_MNT/swap" --output="$ZS_TMP/train.out" \
+	"$ZS_TMP/train.fio") &
+fio_pid=$!
+asked=0 b_gen=''
+while kill -0 "$fio_pid" 2>/dev/null; do
+	# EBUSY while a pass waits or runs: the next try comes soon enough
+	zs_ctl "$ZS_MNT" train 2>/dev/null && asked=$((asked + 1))
+	# pages a dictionary changes much, under a generation that the next
+	# passes replace
+	if [ -z "$b_gen" ] && [ "$(zs_stat "$ZS_MNT" dict_trainings)" -gt 0 ]; then
+		b_gen=$(zs_stat "$ZS_MNT" dict_generation)
+		put "$b" 32
+	fi
+	sleep 0.5
+done
+trained=$(zs_stat "$ZS_MNT" dict_trainings)	# before any pass after fio's end
+wait "$fio_pid" || { cat "$ZS_TMP/train.out" >&2; fail "fio --verify failed under training"; }
+if grep -E 'err= *[1-9]|verify: bad' "$ZS_TMP/train.out" >&2; then
+	fail "fio reported errors under training"
+fi
+log "under fio: $asked train commands taken, $trained dictionaries made current" \
+	"($(zs_stats_line "$ZS_MNT" dict_train_attempts dict_generation dict_train_ms))"
+[ "$trained" -gt 0 ] || fail "no training pass made a dictionary current while fio ran"
+[ "$asked" -gt 1 ] || fail "only $asked train command(s) taken while fio ran"
+[ -n "$b_gen" ] || fail "no dictionary became current while fio ran"
+if ! (cd "$ZS_TMP" && zs_run 120 fio --filename="$ZS_MNT/swap" --output="$ZS_TMP/train.out" \
+	--verify_only "$ZS_TMP/train.fio") ||
+	grep -E 'err= *[1-9]|verify: bad' "$ZS_TMP/train.out" >&2; then
+	cat "$ZS_TMP/train.out" >&2
+	fail "fio's blocks do not read back after training"
+fi
+log "memhog pages written under generation $b_gen, now $(zs_stat "$ZS_MNT" dict_generation)"
+same_as "$a" 0
+same_as "$b" 32
+for key in failed_reads failed_writes; do
+	[ "$(zs_stat "$ZS_MNT" "$key")" = 0 ] || fail "$key: $(zs_stat "$ZS_MNT" "$key")"
+done
 zs_umount
 log "ok"

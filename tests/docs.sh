@@ -55,7 +55,8 @@ done
 # The table src/stats_keys.h, expanded as the daemon prints it: a key made
 # for each codec or request kind once per member (codec.h's CODEC_LIST,
 # STATS_REQ_LIST), a key for each size class as the pattern class_SIZE_...
-# the man page documents.  In print order, each class key once.
+# the man page documents, one for each request path as lat_PATH_... (the
+# histogram buckets lat_PATH_us_BUCKET).  In print order, each class key once.
 members() { # LIST-MACRO FILE: the lower-case member names of an X-macro list
 	awk -v m="$1" '$0 ~ "#define " m "\\(X\\)" { on = 1; next }
 		on && match($0, /X\([A-Z0-9_]+, *[a-z0-9_]+\)/) {
@@ -64,6 +65,8 @@ members() { # LIST-MACRO FILE: the lower-case member names of an X-macro list
 }
 mapfile -t codecs < <(members CODEC_LIST "$top_srcdir/src/codec.h")
 mapfile -t reqs < <(members STATS_REQ_LIST "$top_srcdir/src/stats_keys.h")
+mapfile -t paths < <(members STATS_PATH_LIST "$top_srcdir/src/stats_keys.h")
+[ "${#paths[@]}" -ge 6 ] || fail "could not read STATS_PATH_LIST"
 [ "${#codecs[@]}" -ge 3 ] && [ "${#reqs[@]}" -ge 3 ] ||
 	fail "could not read CODEC_LIST or STATS_REQ_LIST"
 table=$(awk -v codecs="${codecs[*]}" -v reqs="${reqs[*]}" '
@@ -85,6 +88,8 @@ table=$(awk -v codecs="${codecs[*]}" -v reqs="${reqs[*]}" '
 		gfam = fam
 		if (fam == "CODEC" || fam == "REQ") {
 			group[++ng] = key
+		} else if (fam == "PATH") {
+			sub(/\*/, "PATH", key); sub(/\*/, "BUCKET", key); print key
 		} else {
 			sub(/\*/, "SIZE", key); print key
 		}
@@ -117,8 +122,23 @@ if [ -c /dev/fuse ]; then
 	head -c 65536 "$ZSWAPFS" | zs_run 20 dd of="$ZS_MNT/swap" bs=64k conv=notrunc status=none
 	printed=$(zs_run 20 cat "$ZS_MNT/stats") || fail "cannot read $ZS_MNT/stats"
 	zs_umount
-	printed=$(awk '{ k = $1; sub(/^class_[0-9]+_/, "class_SIZE_", k) } !seen[k]++ { print k }' \
-		<<<"$printed")
+	# the paths of STATS_PATH_LIST, all of them, each bucket from 0 us to 2^20
+	for p in "${paths[@]}"; do
+		for b in 0 $(seq 1 20); do
+			[ "$b" = 0 ] || b=$((1 << b))
+			grep -q "^lat_${p}_us_$b [0-9]" <<<"$printed" ||
+				fail "no histogram bucket lat_${p}_us_$b in the stats"
+		done
+	done
+	printed=$(awk -v paths="${paths[*]}" '
+		BEGIN { n = split(paths, p, " ") }
+		{ k = $1; sub(/^class_[0-9]+_/, "class_SIZE_", k)
+		  for (i = 1; i <= n; i++)
+			if (index(k, "lat_" p[i] "_") == 1) {
+				k = "lat_PATH_" substr(k, length(p[i]) + 6); break
+			}
+		  sub(/^lat_PATH_us_[0-9]+$/, "lat_PATH_us_BUCKET", k) }
+		!seen[k]++ { print k }' <<<"$printed")
 	grep -q '^class_SIZE_objs$' <<<"$printed" || fail "no size class in use after a write"
 	[ "$printed" = "$table" ] || fail "the stats file's keys differ from src/stats_keys.h:
 $(diff <(echo "$table") <(echo "$printed"))"

@@ -358,6 +358,33 @@ WALL=0
 timed fallocate --punch-hole --keep-size --offset 0 --length $((8 * 4096)) "$swap" ||
 	fail "punching 8 pages failed"
 expect_io discard 1 $((8 * 4096)) 0 "$WALL"
+# The same requests by path: the 64 reads found their pages in the arena,
+# 8 reads of the punched pages find them empty; the 65 writes found room
+# (the one past the end too: refused before it needs any); no backing file.
+zs_run 30 dd if="$swap" of=/dev/null bs=4k count=8 iflag=direct status=none ||
+	fail "reading 8 punched pages failed"
+expect_path() { # PATH REQS: lat_PATH_reqs, and its buckets add up to it
+	local p=$1 figures
+	figures=$(zs_run 10 awk -v p="lat_$1_" '
+		index($1, p) == 1 && $1 ~ /_us_[0-9]+$/ { sum += $2 }
+		$1 == p "reqs" { n = $2 } $1 == p "ns_total" { t = $2 } $1 == p "ns_max" { m = $2 }
+		END { print n + 0, sum + 0, t + 0, m + 0 }' "$ZS_MNT/stats")
+	read -r n sum t m <<<"$figures"
+	[ "$n" -eq "$2" ] || fail "lat_${p}_reqs is $n, the test made $2 such requests"
+	[ "$sum" -eq "$n" ] || fail "the buckets of lat_${p} hold $sum requests of $n"
+	if [ "$n" -gt 0 ] && { [ "$m" -le 0 ] || [ "$m" -gt "$t" ]; }; then
+		fail "lat_${p}: longest $m ns of $t ns in all"
+	fi
+	[ "$n" -gt 0 ] || [ "$t" -eq 0 ] || fail "lat_${p}: $t ns without a request"
+}
+expect_path read_arena 64
+expect_path read_same 8
+expect_path read_backing 0
+expect_path write_room 65
+expect_path write_wait 0
+expect_path discard 1
+expect_path backing_pread 0
+[ "$(stat_int writeback_room_wait_ns)" -eq 0 ] || fail "writes waited for room, with room"
 
 # The arena: 56 objects in their size classes; the places of those classes
 # that hold none are frag_bytes; the pages in use sit in mapped chunks.

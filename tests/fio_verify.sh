@@ -4,8 +4,11 @@
 #
 # fio writes checksummed blocks at random, with several request sizes and
 # queue depths at once, and reads every block back: straight on MOUNT/swap,
-# then through a loop device with direct I/O as swap uses it.  After each
-# run the daemon compacts its arena and fio verifies everything once more.
+# then through a loop device with direct I/O as swap uses it, with one
+# request thread and with two (requests for one page then run side by
+# side: the slot locks must keep them apart).  verify_backlog reads blocks
+# back while the other jobs write.  After each run the daemon compacts its
+# arena and fio verifies everything once more.
 set -eu
 . "$(dirname "$0")/lib.sh"
 
@@ -22,6 +25,7 @@ direct=1
 rw=randwrite
 verify=crc32c
 do_verify=1
+verify_backlog=256
 verify_fatal=1
 verify_dump=0
 fallocate=none
@@ -95,11 +99,15 @@ zs_mount size=512M
 run_fio "$ZS_MNT/swap" "file"
 zs_umount
 
-zs_mount size=512M
-loop=$(zs_run 30 losetup --find --show --direct-io=on "$ZS_MNT/swap") || fail "losetup failed"
-push_undo losetup -d "$loop"
-run_fio "$loop" "loop"
-losetup -d "$loop"
-drop_undo losetup -d "$loop"
-zs_umount
+for threads in 1 2; do
+	zs_mount size=512M,threads=$threads
+	grep -qF "$threads thread(s)" "$ZS_LOG" || fail "the daemon does not serve with $threads thread(s)"
+	loop=$(zs_run 30 losetup --find --show --direct-io=on "$ZS_MNT/swap") ||
+		fail "losetup failed"
+	push_undo losetup -d "$loop"
+	run_fio "$loop" "loop, threads=$threads"
+	losetup -d "$loop"
+	drop_undo losetup -d "$loop"
+	zs_umount
+done
 exit 0

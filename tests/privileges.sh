@@ -12,6 +12,9 @@
 #    worker keeps none inheritable or ambient.
 #  - The unmount helper keeps CAP_SYS_ADMIN and nothing else, holds no
 #    descriptor of the daemon's but its pipe, and a SIGTERM still unmounts.
+#  - request_nice: set before the drop, every request thread has it (here
+#    -5, which needs the CAP_SYS_NICE that is dropped afterwards), the
+#    policy thread stays at 19.
 #  - Memory that cannot be locked stops the start (lock_memory=required, the
 #    default), with a message that says what is at stake and what to set, in
 #    the foreground and in the background (the parent's exit status); with
@@ -73,6 +76,31 @@ done
 [ "$threads" -ge 2 ] || fail "only $threads thread(s): expected the request, policy and log threads"
 log "ok: $threads threads, each with capabilities $(hex "$want") (memory_locked $locked," \
 	"memlock limit $memlock), NoNewPrivs 1"
+
+zs_umount
+
+# ---- request_nice ----------------------------------------------------------
+
+# nice TASKDIR: a thread's nice value (field 19 of stat; comm has no blanks)
+nice_of() { awk '{ print $19 }' "$1/stat"; }
+zs_mount size=64M,threads=2,request_nice=-5
+at=0
+for task in /proc/"$ZS_PID"/task/*; do
+	case $(cat "$task/comm") in
+	zswapfs-policy) [ "$(nice_of "$task")" = 19 ] ||
+		fail "the policy thread runs at nice $(nice_of "$task")" ;;
+	*) [ "$(nice_of "$task")" = -5 ] && at=$((at + 1)) ;;
+	esac
+done
+[ "$(nice_of "/proc/$ZS_PID/task/$ZS_PID")" = -5 ] ||
+	fail "request thread 0 runs at nice $(nice_of "/proc/$ZS_PID/task/$ZS_PID"), not -5"
+[ "$at" -ge 2 ] || fail "only $at thread(s) at nice -5: two request threads were asked for"
+dd if=/dev/urandom of="$ZS_MNT/swap" bs=1M count=4 oflag=direct status=none ||
+	fail "writing at request_nice=-5 failed"
+log "ok: request_nice=-5: $at threads at -5, the policy thread at 19"
+zs_umount
+zs_mount size=64M
+pid=$ZS_PID
 
 # the unmount helper: the daemon's child, CAP_SYS_ADMIN alone, no /dev/fuse
 helper=$(pgrep -P "$pid" -x zswapfs-umount) || fail "no zswapfs-umount child of $pid"

@@ -29,6 +29,7 @@ set -eu
 MIB=$((1 << 20))
 MEM_LIMIT_MIB=32
 SIZE_MIB=1024
+BACKING_MIB=160
 CG_LIMIT_MIB=64
 # memhog's page mix compresses about 1.7:1 with lz4 (with same-filled pages
 # costing nothing): the 192 MiB beyond the cgroup's limit are ~110 MiB
@@ -72,6 +73,12 @@ data=$ZS_TMP/data
 "$MEMHOG" --size 32 --seed 31 --dump "$data"
 zs_mount "size=256M,writeback.backing_file=$ZS_TMP/backing1"
 mnt=$ZS_MNT
+# The background thread's disk I/O is in the idle class: a swap-in's read
+# goes first (it takes the best-effort class only while a write waits).
+policy_tid=$(grep -lx zswapfs-policy /proc/"$ZS_PID"/task/*/comm | head -1 | cut -d/ -f5)
+[ -n "$policy_tid" ] || fail "no zswapfs-policy thread in $ZS_PID"
+v=$(ionice -p "$policy_tid") || fail "ionice -p $policy_tid failed"
+[ "$v" = idle ] || fail "the policy thread's I/O class is '$v', not idle"
 zs_run 60 dd if="$data" of="$mnt/swap" bs=1M oflag=direct conv=notrunc status=none ||
 	fail "writing 32 MiB failed"
 stored=$(zs_stat "$mnt" pages_stored)
@@ -110,11 +117,23 @@ live=$(zs_stat "$mnt" backing_bytes_live)
 [ "$live" -ge "$compr0" ] || fail "backing_bytes_live $live < the $compr0 compressed bytes moved"
 
 reads0=$(zs_stat "$mnt" bd_reads)
+lat0=$(zs_stat "$mnt" lat_read_backing_reqs)
+pread0=$(zs_stat "$mnt" lat_backing_pread_reqs)
 zs_run 60 cmp "$data" <(dd if="$mnt/swap" bs=1M count=32 iflag=direct status=none) ||
 	fail "the written-back pages do not read back as written"
 reads1=$(zs_stat "$mnt" bd_reads)
 [ $((reads1 - reads0)) -ge $((stored - same)) ] ||
 	fail "bd_reads rose by $((reads1 - reads0)) only, for $((stored - same)) pages read back"
+# Every 1 MiB read took its pages from the file (32 requests, the kernel
+# may split them); each object came from the disk in a pread of its own,
+# but those of the open segment, still in its buffer (fewer than 1 MiB's).
+lat1=$(zs_stat "$mnt" lat_read_backing_reqs)
+pread1=$(zs_stat "$mnt" lat_backing_pread_reqs)
+[ $((lat1 - lat0)) -ge 32 ] || fail "lat_read_backing_reqs rose by $((lat1 - lat0)), not 32"
+if [ $((pread1 - pread0)) -gt $((reads1 - reads0)) ] ||
+	[ $((pread1 - pread0)) -lt $((reads1 - reads0 - 1024)) ]; then
+	fail "lat_backing_pread_reqs rose by $((pread1 - pread0)), bd_reads by $((reads1 - reads0))"
+fi
 # Read back, a page stays on the backing file (the kernel has it cached).
 [ "$(zs_stat "$mnt" bd_count)" -eq $((stored - same)) ] || fail "bd_count changed on reading"
 
@@ -278,9 +297,13 @@ log "part 2: swap, mem_limit=${MEM_LIMIT_MIB}M," \
 # seconds, and on a fast machine the hog is done in less): its long passes
 # must give way to writeback, or writes would wait for room and fail; and
 # pages recompressed to zstd are written back and read too.
-# Backing-file segments are compacted once a quarter of their bytes are dead
-# (the default waits for half, which a quarter of rewrites seldom makes).
-zs_mount "size=${SIZE_MIB}M,mem_limit=${MEM_LIMIT_MIB}M,writeback.backing_file=$ZS_TMP/backing2,recompress.idle_age=1,writeback.compact_threshold=75"
+# Under load, backing-file segments are compacted only when the file runs
+# short of free segments (an eighth of it): a file of BACKING_MIB, a little
+# more than the hog's objects there at the peak (~130 MiB live) and less
+# than all it writes back (~160 MiB), runs short while the hog rewrites;
+# then every segment with a tenth of its bytes dead is compacted (the
+# default waits for half), so that it never fills.
+zs_mount "size=${SIZE_MIB}M,mem_limit=${MEM_LIMIT_MIB}M,writeback.backing_file=$ZS_TMP/backing2,writeback.max_size=${BACKING_MIB}M,recompress.idle_age=1,writeback.compact_threshold=90"
 mnt=$ZS_MNT
 pid=$ZS_PID
 rss_start=$(zs_stat "$mnt" rss_bytes)

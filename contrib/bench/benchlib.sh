@@ -27,11 +27,13 @@
 #   ZRAM_USED  zram0 was configured: reset
 #   CG         memory cgroup directory: removed
 #   TMP        temporary directory: removed by the EXIT trap only
+#   LAYER_*    the slower disk of layer_up(): by the EXIT trap only (layer_down)
 
 ZRAM=/sys/block/zram0
 PIN=''
 SAMPLER='' SWAPDEV='' LOOPDEV='' MNT='' DPID='' BACKFILE='' BACKPRIV='' ZRAM_USED='' CG='' TMP=''
 DAEMON_RC=''
+LAYER_IMG='' LAYER_LOOP='' LAYER_DM='' LAYER_MNT=''
 
 log() { echo "$BENCH: $*" >&2; }
 
@@ -172,7 +174,58 @@ teardown() {
 # shellcheck disable=SC2317  # called from the trap
 bench_cleanup() {
 	teardown
+	layer_down
 	[ -n "$TMP" ] && rm -rf -- "$TMP"
+}
+
+# layer_up DIR BYTES MS: a slower disk under DIR's, the same for every device of a run: an
+# image of BYTES in DIR, on a loop device with direct I/O (each request then costs a loop
+# hop and an O_DIRECT read or write of the image), through device-mapper's delay target of
+# MS milliseconds when MS > 0 (dm-delay: needs the kernel's dm_delay), with a fresh ext4
+# on it, mounted on a directory of its own: LAYER_MNT.  Returns 1, logged, if any step fails.
+layer_up() {
+	local dev sectors
+	LAYER_IMG=$(mktemp "$1/$BENCH-layer.XXXXXX") || { LAYER_IMG=; return 1; }
+	fallocate -l "$2" "$LAYER_IMG" || { log "fallocate $2 $LAYER_IMG failed"; return 1; }
+	LAYER_LOOP=$(losetup --find --show --direct-io=on "$LAYER_IMG") || { LAYER_LOOP=; return 1; }
+	dev=$LAYER_LOOP
+	if [ "$3" -gt 0 ]; then
+		if ! dmsetup targets 2>/dev/null | grep -q '^delay '; then
+			log "no device-mapper delay target in this kernel (dm_delay): use -L 0"
+			return 1
+		fi
+		sectors=$(blockdev --getsz "$LAYER_LOOP") || return 1
+		LAYER_DM=$BENCH-delay-$$
+		dmsetup create "$LAYER_DM" --table "0 $sectors delay $LAYER_LOOP 0 $3" ||
+			{ LAYER_DM=; return 1; }
+		dev=/dev/mapper/$LAYER_DM
+	fi
+	mkfs.ext4 -q -F "$dev" || { log "mkfs.ext4 $dev failed"; return 1; }
+	LAYER_MNT=$(mktemp -d "/tmp/$BENCH-layer.XXXXXX") || { LAYER_MNT=; return 1; }
+	if ! mount "$dev" "$LAYER_MNT"; then
+		rmdir "$LAYER_MNT"; LAYER_MNT=
+		return 1
+	fi
+}
+
+# undo layer_up, in reverse order
+layer_down() {
+	if [ -n "$LAYER_MNT" ]; then
+		umount "$LAYER_MNT" && rmdir "$LAYER_MNT" || log "umount $LAYER_MNT failed"
+		LAYER_MNT=
+	fi
+	if [ -n "$LAYER_DM" ]; then
+		dmsetup remove "$LAYER_DM" || log "dmsetup remove $LAYER_DM failed"
+		LAYER_DM=
+	fi
+	if [ -n "$LAYER_LOOP" ]; then
+		losetup -d "$LAYER_LOOP" || log "losetup -d $LAYER_LOOP failed"
+		LAYER_LOOP=
+	fi
+	if [ -n "$LAYER_IMG" ]; then
+		rm -f -- "$LAYER_IMG"
+		LAYER_IMG=
+	fi
 }
 
 # the median of the numbers on stdin (blank or newline separated); nan if none

@@ -6,7 +6,7 @@
 # with real pages, on kernel zram and on zswapfs, interleaved round by round.
 #
 #   rwbench.sh -c CORPUS [-r ROUNDS] [-t RUNTIME] [-a ALGORITHMS] [-d DEVICES] [-s SIZE]
-#              [-B BUFFERS] [-O ZSWAPFS_OPTS] [-Z ZSWAPFS] [-f]
+#              [-B BUFFERS] [-O ZSWAPFS_OPTS] [-V NAME=OPTS]... [-Z ZSWAPFS] [-f]
 #
 # DEVICES (comma separated, default zram,zswapfs), each run with every ALGORITHM (default
 # lz4,zstd):
@@ -16,6 +16,8 @@
 #               losetup --find --show --direct-io=on MNT/swap
 #   zswapfs-ur  the same over FUSE io_uring (fuse_uring=true); runs only where the fuse
 #               module's enable_uring is already Y: this script never changes it
+#   zswapfs-NAME  zswapfs over /dev/fuse with the extra options OPTS of -V NAME=OPTS
+#               (e.g. -V t2=threads=2 -d zram,zswapfs,zswapfs-t2: an A/B in one run)
 # Each device is filled with the first SIZE (default: all, whole MiB) of CORPUS
 # (dd bs=1M oflag=direct), then for RUNTIME seconds (default 20):
 #   fio --direct=1 --ioengine=psync --bs=4k --time_based --runtime=RUNTIME
@@ -39,6 +41,7 @@ DEVICES=zram,zswapfs
 SIZE_MIB=
 BUFFERS=random
 XOPTS=
+declare -A VOPTS
 FORCE=0
 ZSWAPFS=$here/../../src/zswapfs
 [ -x "$ZSWAPFS" ] || ZSWAPFS=$here/../../build/src/zswapfs
@@ -49,7 +52,7 @@ usage() {
 	exit 2
 }
 
-while getopts c:r:t:a:d:s:B:O:Z:fh opt; do
+while getopts c:r:t:a:d:s:B:O:V:Z:fh opt; do
 	case $opt in
 	c) CORPUS=$OPTARG ;;
 	r) ROUNDS=$OPTARG ;;
@@ -59,6 +62,10 @@ while getopts c:r:t:a:d:s:B:O:Z:fh opt; do
 	s) SIZE_MIB=$(( $(numfmt --from=iec "$OPTARG") >> 20 )) || exit 2 ;;
 	B) BUFFERS=$OPTARG ;;
 	O) XOPTS=$OPTARG ;;
+	V) case $OPTARG in
+	   [a-z0-9]*=?*) VOPTS[${OPTARG%%=*}]=${OPTARG#*=} ;;
+	   *) echo "rwbench: -V NAME=OPTS, not '$OPTARG'" >&2; exit 2 ;;
+	   esac ;;
 	Z) ZSWAPFS=$OPTARG ;;
 	f) FORCE=1 ;;
 	*) usage ;;
@@ -87,6 +94,9 @@ for d in "${devs[@]}"; do
 	zram) ;;
 	zswapfs | zswapfs-ur) [ -x "$ZSWAPFS" ] ||
 		{ echo "rwbench: $ZSWAPFS not built (-Z)" >&2; exit 2; } ;;
+	zswapfs-*) [ -n "${VOPTS[${d#zswapfs-}]+x}" ] ||
+		{ echo "rwbench: no -V ${d#zswapfs-}=OPTS for device '$d'" >&2; exit 2; }
+		[ -x "$ZSWAPFS" ] || { echo "rwbench: $ZSWAPFS not built (-Z)" >&2; exit 2; } ;;
 	*) echo "rwbench: unknown device '$d'" >&2; exit 2 ;;
 	esac
 done
@@ -153,9 +163,11 @@ setup_dev() {
 		echo "${SIZE_MIB}M" > $ZRAM/disksize || return 1
 		BLK=/dev/zram0
 		;;
-	zswapfs | zswapfs-ur)
+	zswapfs*)
 		opts="algorithm=$alg,fuse_uring=false"
 		[ "$dev" = zswapfs-ur ] && opts="algorithm=$alg,fuse_uring=true"
+		[ "$dev" = zswapfs ] || [ "$dev" = zswapfs-ur ] ||
+			opts="$opts,${VOPTS[${dev#zswapfs-}]}"
 		if ! start_fuse "$ZSWAPFS" "${SIZE_MIB}M" "$opts${XOPTS:+,$XOPTS}"; then
 			log "zswapfs did not come up on $MNT: $(cat "$TMP/daemon.err")"
 			return 1
@@ -198,7 +210,9 @@ run_one() {
 	esac
 	teardown || { log "teardown after $dev/$alg reported a problem"; return 1; }
 	case $dev:$daemon in
-	zswapfs:*transport=dev_fuse* | zswapfs-ur:*transport=io_uring* | zram:*) ;;
+	zswapfs-ur:*transport=io_uring* | zram:*) ;;
+	zswapfs-ur:*) log "$dev/$alg ran over the wrong transport:$daemon"; return 1 ;;
+	zswapfs*:*transport=dev_fuse*) ;;
 	*) log "$dev/$alg ran over the wrong transport:$daemon"; return 1 ;;
 	esac
 	/usr/bin/python3 - "$TMP/fio.json" <<'PY' > "$TMP/res" || return 1
@@ -235,6 +249,7 @@ echo "# fio --output-format=json --percentile_list=50:99:99.9:99.99 --filename=D
 	"--name=reader --rw=randread --offset=0 --size=${HALF}M"
 echo "# zswapfs: $ZSWAPFS MNT -f -o size=${SIZE_MIB}M,algorithm=ALG,fuse_uring=false" \
 	"(-ur: true)${XOPTS:+,$XOPTS}; losetup --find --show --direct-io=on MNT/swap"
+for v in "${!VOPTS[@]}"; do echo "# zswapfs-$v: -o ...,${VOPTS[$v]}"; done
 echo "# zram: comp_algorithm=ALG disksize=${SIZE_MIB}M"
 
 failed=0

@@ -7,7 +7,7 @@
 #
 #   wbbench.sh -c CORPUS [-r ROUNDS] [-d DEVICES] [-w WS_MIB] [-l LIMIT_MIB] [-s SWAPSIZE]
 #              [-p PASSES] [-a ALGORITHM] [-m BUDGET_MIB] [-b DIR] [-i IDLE_S] [-T SECONDS]
-#              [-O ZSWAPFS_OPTS] [-Z ZSWAPFS] [-D] [-V] [-f]
+#              [-O ZSWAPFS_OPTS] [-Z ZSWAPFS] [-B ZSWAPFS_B] [-Q OPTS_B] [-L MS] [-D] [-V] [-f]
 #
 # DEVICES (comma separated, default disk,zswapfs-wb):
 #   disk           a plain swap file of SWAPSIZE in a private directory in DIR (-b, default
@@ -18,6 +18,12 @@
 #                  losetup --direct-io=on, mkswap, swapon --discard
 #   zswapfs-wb-ur  the same over FUSE io_uring (fuse_uring=true); runs only where the fuse
 #                  module's enable_uring is already Y: this script never changes it
+#   zswapfs-wb-b   as zswapfs-wb, with the binary ZSWAPFS_B (-B) and OPTS_B (-Q) added to
+#                  the options: an A/B of two builds or settings in the same rounds
+# -L MS puts the swap file and the backing file alike on a slower disk: ext4 on a loop
+# device (direct I/O) of an image in DIR, through dm-delay of MS milliseconds when MS > 0
+# (benchlib.sh: layer_up; needs the kernel's dm_delay and dmsetup, Debian's dmsetup
+# package); the disk figures are then that device's.
 # Workload (contrib/bench/workload, in a fresh memory cgroup, v1 or v2, limited to
 # LIMIT_MIB): WS_MIB of corpus pages, PASSES passes in a fixed random order, every page's
 # hash checked on each touch.  Defaults: 512 MiB, 192 MiB, 1 pass, 3 rounds, lz4, 64 MiB.
@@ -46,6 +52,9 @@ SWAPFILL=fallocate
 VFLAG=
 FORCE=0
 ZSWAPFS=$here/../../src/zswapfs
+ZSWAPFS_B=
+OPTS_B=
+LAYER_MS=
 [ -x "$ZSWAPFS" ] || ZSWAPFS=$here/../../build/src/zswapfs
 WORKLOAD=$here/workload
 
@@ -55,7 +64,7 @@ usage() {
 	exit 2
 }
 
-while getopts c:r:d:w:l:s:p:a:m:b:i:T:O:Z:DVfh opt; do
+while getopts c:r:d:w:l:s:p:a:m:b:i:T:O:Z:B:Q:L:DVfh opt; do
 	case $opt in
 	c) CORPUS=$OPTARG ;;
 	r) ROUNDS=$OPTARG ;;
@@ -71,6 +80,9 @@ while getopts c:r:d:w:l:s:p:a:m:b:i:T:O:Z:DVfh opt; do
 	T) TIMEOUT_S=$OPTARG ;;
 	O) XOPTS=$OPTARG ;;
 	Z) ZSWAPFS=$OPTARG ;;
+	B) ZSWAPFS_B=$OPTARG ;;
+	Q) OPTS_B=$OPTARG ;;
+	L) LAYER_MS=$OPTARG ;;
 	D) SWAPFILL="dd" ;;
 	V) VFLAG=-V ;;
 	f) FORCE=1 ;;
@@ -78,7 +90,8 @@ while getopts c:r:d:w:l:s:p:a:m:b:i:T:O:Z:DVfh opt; do
 	esac
 done
 if [ -z "$CORPUS" ] || [ ! -r "$CORPUS" ]; then usage; fi
-for n in "$ROUNDS" "$WS_MIB" "$LIMIT_MIB" "$PASSES" "$BUDGET_MIB" "$IDLE_S" "$TIMEOUT_S"; do
+for n in "$ROUNDS" "$WS_MIB" "$LIMIT_MIB" "$PASSES" "$BUDGET_MIB" "$IDLE_S" "$TIMEOUT_S" \
+	${LAYER_MS:+"$LAYER_MS"}; do
 	case $n in '' | *[!0-9]*) echo "wbbench: '$n' is not a whole number" >&2; exit 2 ;; esac
 done
 [ "$(id -u)" = 0 ] || { echo "wbbench: needs root" >&2; exit 2; }
@@ -95,16 +108,28 @@ SWAPBYTES=$(numfmt --from=iec "$SWAPSIZE") || exit 2
 IFS=, read -r -a devs <<< "$DEVICES"
 for d in "${devs[@]}"; do
 	case $d in
-	disk | zswapfs-wb | zswapfs-wb-ur) ;;
+	disk | zswapfs-wb | zswapfs-wb-ur | zswapfs-wb-b) ;;
 	*) echo "wbbench: unknown device '$d'" >&2; exit 2 ;;
 	esac
-	case $d in zswapfs*) [ -x "$ZSWAPFS" ] ||
+	case $d in
+	zswapfs-wb-b) [ -x "$ZSWAPFS_B" ] ||
+		{ echo "wbbench: zswapfs-wb-b needs a binary (-B)" >&2; exit 2; } ;;
+	zswapfs*) [ -x "$ZSWAPFS" ] ||
 		{ echo "wbbench: $ZSWAPFS not built (-Z)" >&2; exit 2; } ;;
 	esac
 done
 
 # teardown() and the traps undo on every path what this script creates (benchlib.sh)
 bench_init
+
+if [ -n "$LAYER_MS" ]; then
+	# the swap file, the backing file (up to the swap file's size) and room for ext4
+	layer_up "$BACKDIR" $((2 * SWAPBYTES + (256 << 20))) "$LAYER_MS" ||
+		{ log "could not set up the slower disk (-L)"; exit 2; }
+	BACKDIR=$LAYER_MNT
+	DISK=$(fs_blockdev "$BACKDIR")
+	[ -n "$DISK" ] || { log "no block device under $BACKDIR"; exit 2; }
+fi
 
 if swap_active; then
 	if [ "$FORCE" = 1 ]; then
@@ -125,6 +150,7 @@ KZSWAP=$(cat /sys/module/zswap/parameters/enabled 2>/dev/null || echo absent)
 zswapfs_opts() {
 	local o="algorithm=$ALG,mem_limit=${BUDGET_MIB}M,writeback.backing_file=$2"
 	if [ "$1" = zswapfs-wb-ur ]; then o="$o,fuse_uring=true"; else o="$o,fuse_uring=false"; fi
+	[ "$1" = zswapfs-wb-b ] && o="$o${OPTS_B:+,$OPTS_B}"
 	echo "$o${XOPTS:+,$XOPTS}"
 }
 
@@ -150,11 +176,13 @@ setup_dev() {
 		swapon "$BACKFILE" || { SWAPDEV=; log "swapon $BACKFILE failed (try -D: dd)"; return 1; }
 		return 0
 		;;
-	zswapfs-wb | zswapfs-wb-ur)
+	zswapfs-wb | zswapfs-wb-ur | zswapfs-wb-b)
 		# zswapfs refuses a backing directory others could write
 		BACKPRIV=$(mktemp -d "$BACKDIR/wbbench.XXXXXX") || return 1
 		BACKFILE=$BACKPRIV/backing
-		if ! start_fuse "$ZSWAPFS" "$SWAPSIZE" "$(zswapfs_opts "$1" "$BACKFILE")"; then
+		local bin=$ZSWAPFS
+		[ "$1" = zswapfs-wb-b ] && bin=$ZSWAPFS_B
+		if ! start_fuse "$bin" "$SWAPSIZE" "$(zswapfs_opts "$1" "$BACKFILE")"; then
 			log "zswapfs did not come up on $MNT: $(cat "$TMP/daemon.err")"
 			return 1
 		fi
@@ -186,6 +214,27 @@ zswapfs_figures() {
 			v["discard_reqs"], us(v["discard_latency_avg_ns"]),
 			us(v["discard_latency_max_ns"])
 		printf " transport=%s uring_reqs=%d", v["fuse_transport"], v["uring_reqs"]
+		# by path (lat_PATH_*): requests, mean, and the bucket (log2 us) that
+		# holds the median and the 99th percentile, as its upper bound in us
+		np = split("read_arena read_backing read_same write_room write_wait discard " \
+			   "backing_pread", path, " ")
+		for (i = 1; i <= np; i++) {
+			p = "lat_" path[i] "_"
+			n = v[p "reqs"] + 0
+			printf " %s_n=%d %s_avg_us=%s", path[i], n, path[i],
+				n ? us(v[p "ns_total"] / n) : "nan"
+			for (q = 50; q <= 99; q += 49) {
+				seen = 0; at = "nan"
+				for (k = 0; k <= 20 && n; k++) {
+					seen += v[p "us_" (k ? 2 ^ k : 0)]
+					if (seen * 100 >= q * n) { at = 2 ^ (k + 1); break }
+				}
+				printf " %s_p%d_us=%s", path[i], q, at
+			}
+		}
+		printf " room_wait_ms=%.1f backing_mib_read=%.1f compaction_moves=%d",
+			v["writeback_room_wait_ns"] / 1e6, v["backing_bytes_read"] / 1048576,
+			v["backing_compaction_moves"]
 	}' "$1"
 }
 
@@ -263,7 +312,7 @@ run_one() {
 		out="exit=$rc ${out:-$(tail -n 1 "$TMP/err")}"
 	fi
 	case $dev in
-	zswapfs-wb) case $figures in *transport=dev_fuse*) ;; *)
+	zswapfs-wb | zswapfs-wb-b) case $figures in *transport=dev_fuse*) ;; *)
 		log "$dev did not run over /dev/fuse"; outcome=FAIL ;; esac ;;
 	zswapfs-wb-ur) case $figures in *transport=io_uring*) ;; *)
 		log "$dev did not run over io_uring (the kernel refused?)"; outcome=FAIL ;; esac ;;
@@ -281,13 +330,15 @@ echo "# wbbench: corpus=$CORPUS ws=${WS_MIB}MiB limit=${LIMIT_MIB}MiB swap=$SWAP
 	"passes=$PASSES order=random${VFLAG:+ final_check} alg=$ALG budget=${BUDGET_MIB}MiB" \
 	"dir=$BACKDIR fs=$FSTYPE disk=$DISK swapfile=$SWAPFILL rounds=$ROUNDS" \
 	"devices=$DEVICES zswapfs_extra_opts=${XOPTS:-none} kernel=$(uname -r) cpus=$(nproc)" \
-	"memcg=v$CGVER kernel_zswap=$KZSWAP" \
+	"memcg=v$CGVER kernel_zswap=$KZSWAP layer_ms=${LAYER_MS:-none}" \
 	"enable_uring=$(cat "$URING_PARAM" 2>/dev/null || echo absent)" \
 	"loadavg=$(cut -d" " -f1-3 /proc/loadavg | tr " " /)"
 for d in "${devs[@]}"; do
 	case $d in
-	zswapfs-wb | zswapfs-wb-ur)
-		echo "# $d: $ZSWAPFS MNT -f -o size=$SWAPSIZE,$(zswapfs_opts "$d" \
+	zswapfs-wb | zswapfs-wb-ur | zswapfs-wb-b)
+		bin=$ZSWAPFS
+		[ "$d" = zswapfs-wb-b ] && bin=$ZSWAPFS_B
+		echo "# $d: $bin MNT -f -o size=$SWAPSIZE,$(zswapfs_opts "$d" \
 			"$BACKDIR/wbbench.XXXXXX/backing"); losetup --find --show --direct-io=on" \
 			"MNT/swap; mkswap; swapon --discard" ;;
 	disk) echo "# disk: $SWAPFILL $SWAPSIZE DIR/wbbench.XXXXXX/swapfile; mkswap; swapon" ;;
@@ -330,7 +381,9 @@ done
 # medians of the runs that completed
 KEYS='time_s wall_s disk_mib_written own_mib_written other_mib_written disk_mib_read
 disk_mib_discarded swapped_out_mib swapped_in_mib store_peak_mib bd_writes bd_reads
-writeback_spills read_avg_us read_max_us write_avg_us write_max_us'
+writeback_spills read_avg_us read_max_us write_avg_us write_max_us read_arena_n
+read_backing_n read_backing_avg_us backing_pread_avg_us backing_pread_p99_us write_wait_n
+room_wait_ms backing_mib_read compaction_moves'
 declare -A med
 echo "# medians of completed runs (idle: $(for r in $(seq "$ROUNDS"); do
 	echo "${res[idle:$r]}"; done | median) MiB/s in the background)"
@@ -358,7 +411,7 @@ done
 json_ratios=''
 declare -A sp
 field_med() { echo "${med[$1:$2]:-nan}"; }
-for d in zswapfs-wb zswapfs-wb-ur; do
+for d in zswapfs-wb zswapfs-wb-ur zswapfs-wb-b; do
 	if [ -z "${med[$d:time_s]+x}" ] || [ -z "${med[disk:time_s]+x}" ]; then continue; fi
 	for k in time_s disk_mib_written disk_mib_read; do
 		list=''
@@ -385,10 +438,11 @@ if [ -n "${med[disk:time_s]+x}" ]; then
 		"$(printf -- '-%.0s' $(seq 27))"
 	printf '| %-53s | %-20s | %-25s |\n' "plain swap file on the $FSTYPE of $BACKDIR ($DISK)" \
 		"1.0 ($(field_med disk time_s) s)" "1.0 ($(field_med disk disk_mib_written) MiB)"
-	for d in zswapfs-wb zswapfs-wb-ur; do
+	for d in zswapfs-wb zswapfs-wb-ur zswapfs-wb-b; do
 		[ -n "${sp[$d:time_s]+x}" ] || continue
 		label="zswapfs, mem_limit=${BUDGET_MIB}M, backing file on the same $FSTYPE"
 		[ "$d" = zswapfs-wb-ur ] && label="$label, io_uring"
+		[ "$d" = zswapfs-wb-b ] && label="$label, B"
 		printf '| %-53s | %-20s | %-25s |\n' "$label" "${sp[$d:time_s]}" \
 			"${sp[$d:disk_mib_written]}"
 	done
