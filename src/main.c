@@ -29,6 +29,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/sysinfo.h>
 #include <unistd.h>
@@ -44,6 +45,7 @@
 #include "memcg.h"
 #include "reserve.h"
 #include "shm.h"
+#include "transport.h"
 #include "unmounter.h"
 #include "worker.h"
 
@@ -516,6 +518,12 @@ int main(int argc, char **argv)
 		log_err("cannot read /proc/self/exe: %s", strerror(errno));
 		goto out_shm;
 	}
+	/* Still privileged (a negative value needs CAP_SYS_NICE): every
+	 * worker inherits it from here, and so do its request threads. */
+	i = transport_set_nice(par.request_nice);
+	if (i)
+		log_warn("request_nice %d: %s: requests run at nice %d", par.request_nice,
+			 strerror(-i), getpriority(PRIO_PROCESS, 0));
 	privileged = false;
 	harden_keep_for_exec();
 	if (harden_drop_privileges())

@@ -22,7 +22,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/resource.h>
 #include <unistd.h>
 
 #include <fuse_lowlevel.h>
@@ -305,11 +304,6 @@ int worker_main(const char *fd_text)
 	}
 	stats_init();
 	stats_set_worker(state);
-	/* Still before any thread: capabilities are per thread. */
-	e = transport_set_nice(par.request_nice);
-	if (e)
-		log_warn("request_nice %d: %s: requests run at nice %d", par.request_nice,
-			 strerror(-e), getpriority(PRIO_PROCESS, 0));
 	if (harden_drop_privileges())
 		goto out_session;
 	e = log_start();

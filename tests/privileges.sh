@@ -84,19 +84,29 @@ zs_umount
 # nice TASKDIR: a thread's nice value (field 19 of stat; comm has no blanks)
 nice_of() { awk '{ print $19 }' "$1/stat"; }
 zs_mount size=64M,threads=2,request_nice=-5
+# the worker's threads serve (the keeper has it from before the drop, and
+# every worker inherits it)
+worker=$(pgrep -P "$ZS_PID" -x zswapfs) || fail "no worker (zswapfs child) of keeper $ZS_PID"
 at=0
-for task in /proc/"$ZS_PID"/task/*; do
+for task in /proc/"$worker"/task/*; do
 	case $(cat "$task/comm") in
 	zswapfs-policy) [ "$(nice_of "$task")" = 19 ] ||
 		fail "the policy thread runs at nice $(nice_of "$task")" ;;
 	*) [ "$(nice_of "$task")" = -5 ] && at=$((at + 1)) ;;
 	esac
 done
-[ "$(nice_of "/proc/$ZS_PID/task/$ZS_PID")" = -5 ] ||
-	fail "request thread 0 runs at nice $(nice_of "/proc/$ZS_PID/task/$ZS_PID"), not -5"
+[ "$(nice_of "/proc/$worker/task/$worker")" = -5 ] ||
+	fail "request thread 0 runs at nice $(nice_of "/proc/$worker/task/$worker"), not -5"
 [ "$at" -ge 2 ] || fail "only $at thread(s) at nice -5: two request threads were asked for"
 dd if=/dev/urandom of="$ZS_MNT/swap" bs=1M count=4 oflag=direct status=none ||
 	fail "writing at request_nice=-5 failed"
+# a worker started after a death has it too
+kill -KILL "$worker"
+zs_stat "$ZS_MNT" worker_generation >/dev/null
+worker2=$(pgrep -P "$ZS_PID" -x zswapfs) || fail "no worker after a kill"
+[ "$worker2" != "$worker" ] || fail "the killed worker still serves"
+[ "$(nice_of "/proc/$worker2/task/$worker2")" = -5 ] ||
+	fail "the restarted worker runs at nice $(nice_of "/proc/$worker2/task/$worker2"), not -5"
 log "ok: request_nice=-5: $at threads at -5, the policy thread at 19"
 zs_umount
 zs_mount size=64M
