@@ -94,10 +94,12 @@ log "swap workload: $kills kills, exit 0; $(zs_stats_line "$ZS_MNT" worker_resta
 [ "$kills" -ge 5 ] || fail "only $kills kills during the workload: the test proves little"
 [ "$restarts" = "$kills" ] || fail "$kills kills but worker_restarts $restarts"
 [ "$(zs_cg_oom_kills)" = 0 ] || fail "the OOM killer ended a process of the workload"
-for key in failed_reads failed_writes; do
-	v=$(zs_stat "$ZS_MNT" "$key")
-	[ "$v" -eq 0 ] || fail "$key is $v after the workload"
-done
+# A read that fails is a page lost.  A write may fail with ENOSPC while a
+# new worker's reserve is still empty (a write never waits for it: issue
+# 14): the kernel keeps that page and writes it again, and memhog checked
+# every byte above.
+v=$(zs_stat "$ZS_MNT" failed_reads)
+[ "$v" -eq 0 ] || fail "failed_reads is $v after the workload"
 
 # ---- zswapctl restart under load --------------------------------------------
 

@@ -22,8 +22,14 @@ make_tmpdir
 export ZS_FUSE_URING=1
 zs_uring_enable
 
-# the daemon's queue threads (named zswapfs-ringN)
-nr_ring_threads() { cat "/proc/$ZS_PID/task/"*/comm | grep -c '^zswapfs-ring' || true; }
+# the daemon's queue threads (named zswapfs-ringN), in the worker: a child
+# of the process that mounted (the keeper)
+nr_ring_threads() {
+	local p
+	for p in "$ZS_PID" $(pgrep -P "$ZS_PID" -x zswapfs); do
+		cat "/proc/$p/task/"*/comm 2>/dev/null
+	done | grep -c '^zswapfs-ring' || true
+}
 
 gen_data "$ZS_TMP/text" 2048 text 11
 gen_data "$ZS_TMP/random" 512 random 12
