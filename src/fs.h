@@ -16,7 +16,6 @@
 #include <stdbool.h>
 #include <stdint.h>
 #include <sys/types.h>
-#include <sys/uio.h>
 
 #include "stats.h"
 #include "transport.h"

@@ -36,11 +36,7 @@ zero_ref() {
 	fallocate --punch-hole --keep-size --offset "$1" --length "$2" "$REF"
 }
 
-# the worker's (the keeper's child that serves: zswapfs(8), RESTART), where
-# the pages are mapped
-rss_kib() {
-	awk '$1 == "VmRSS:" { print $2 }' "/proc/$(pgrep -P "$ZS_PID" -x zswapfs)/status"
-}
+rss_kib() { awk '$1 == "VmRSS:" { print $2 }' "/proc/$ZS_PID/status"; }
 
 gen_data "$ZS_TMP/text" 4096 text 11
 truncate -s 1G "$REF"
