@@ -481,6 +481,33 @@ static void promote_locked(struct store *st, uint64_t idx, const void *obj,
 	*freed = slot_swap_locked(st, idx, &new);
 }
 
+/* The disk read a reader just made, in the pread histogram. */
+static void note_pread(struct store_worker *w)
+{
+	if (w->pread_lat && backing_reader_io_ns(w->breader))
+		lat_add(w->pread_lat, backing_reader_io_ns(w->breader));
+}
+
+/*
+ * An object read from the backing file for slot s, under its lock: its
+ * header passed its checksum or tag, and must also be what the slot says;
+ * then decompress it, and promote it when asked (freed not NULL).
+ */
+static int backing_object_load(struct store *st, struct store_worker *w, uint64_t idx,
+			       const struct slot *s, const void *obj, uint16_t len,
+			       uint8_t codec, void *page, struct slot *freed)
+{
+	int err;
+
+	if (len != s->size || codec != slot_coding(s))
+		return -EIO;
+	count_add(st, &st->counters.bd_reads, 1);
+	err = object_load(st, w, s, obj, page);
+	if (!err && freed && st->promote)
+		promote_locked(st, idx, obj, freed);
+	return err;
+}
+
 /*
  * Read a written-back page; the caller holds the slot lock, which keeps the
  * object from being freed meanwhile.  By default the page stays on the
@@ -496,18 +523,10 @@ static int backing_load_locked(struct store *st, struct store_worker *w, uint64_
 
 	err = backing_read_len(w->breader, s->loc, (uint32_t)idx, s->size, &obj, &len, &codec);
 	w->pages_backing++;
-	if (w->pread_lat && backing_reader_io_ns(w->breader))
-		lat_add(w->pread_lat, backing_reader_io_ns(w->breader));
+	note_pread(w);
 	if (err)
 		return -EIO;
-	/* The header passed its checksum or tag; it must also be what the slot says. */
-	if (len != s->size || codec != slot_coding(s))
-		return -EIO;
-	count_add(st, &st->counters.bd_reads, 1);
-	err = object_load(st, w, s, obj, page);
-	if (!err && freed && st->promote)
-		promote_locked(st, idx, obj, freed);
-	return err;
+	return backing_object_load(st, w, idx, s, obj, len, codec, page, freed);
 }
 
 /*
@@ -573,21 +592,14 @@ static int backing_load_unlocked(struct store *st, struct store_worker *w, uint6
 		pthread_mutex_unlock(lock);
 		err = backing_read_try(w->breader, s.loc, (uint32_t)idx, s.size, &obj, &len,
 				       &codec);
-		if (w->pread_lat && backing_reader_io_ns(w->breader))
-			lat_add(w->pread_lat, backing_reader_io_ns(w->breader));
+		note_pread(w);
 		pthread_mutex_lock(lock);
 		if (!slot_same(&st->slots[idx], &s) || !backing_read_current(w->breader, s.loc))
 			continue;	/* rewritten, discarded or moved meanwhile */
 		if (err)
 			break;		/* the same object: read it again, counted */
 		w->pages_backing++;
-		if (len != s.size || codec != slot_coding(&s))
-			return -EIO;
-		count_add(st, &st->counters.bd_reads, 1);
-		err = object_load(st, w, &s, obj, page);
-		if (!err && st->promote)
-			promote_locked(st, idx, obj, freed);
-		return err;
+		return backing_object_load(st, w, idx, &s, obj, len, codec, page, freed);
 	}
 	return 1;
 }
