@@ -126,6 +126,18 @@ static int create(struct shm_region *r, const struct zs_config *cfg, bool lock_r
 		goto out;
 	}
 	r->state = s;
+	/*
+	 * Locked here for as long as the keeper lives: a memfd's page is
+	 * unevictable only while a locked mapping maps it, and every request
+	 * touches the counters in it.  Unlocked, a full memory cgroup swapped
+	 * the state out to our own swap file and the request thread that
+	 * touched it next waited on itself (tests/self_reclaim.sh part 3).
+	 */
+	if (mlock(s, sizeof(*s)) && lock_required) {
+		ret = -errno;
+		snprintf(err, errlen, "cannot lock the state memfd: %s", strerror(-ret));
+		goto out;
+	}
 	s->magic = SHM_MAGIC;
 	s->version = SHM_VERSION;
 	s->state_bytes = sizeof(*s);
@@ -193,6 +205,13 @@ int shm_attach(struct shm_region *r, int fd, bool locked, char *err, size_t errl
 		goto out;
 	}
 	r->state = s;
+	/* The keeper's locked mapping keeps its pages resident; ours must
+	 * not fault them in on the request path (create()). */
+	if (mlock(s, sizeof(*s)) && locked) {
+		ret = -errno;
+		snprintf(err, errlen, "cannot lock the keeper's state: %s", strerror(-ret));
+		goto out;
+	}
 	if (s->magic != SHM_MAGIC || s->version != SHM_VERSION || s->state_bytes != sizeof(*s)) {
 		snprintf(err, errlen, "the keeper's state has layout %u (%u bytes); this binary "
 			 "knows layout %u (%zu bytes): a restart needs the same layout",

@@ -79,6 +79,22 @@ stop_killer() {
 zs_mount size=1G
 [ "$(zs_stat "$ZS_MNT" restart_safe)" = 1 ] ||
 	fail "restart_safe is not 1 on this kernel (FUSE_NOTIFY_RESEND needs Linux 6.9)"
+# The state memfd (counters every request touches) must be resident and
+# locked in the keeper and in the worker: a memfd page is unevictable only
+# while a locked mapping maps it, and one swapped out to our own swap file
+# made a request wait on itself (self_reclaim.sh part 3 hung).
+state_locked() {
+	awk '/^[0-9a-f]+-[0-9a-f]+ / { m = ($0 ~ /memfd:zswapfs-state/) }
+		m && $1 == "Size:" { size += $2 }
+		m && $1 == "Rss:" { rss += $2 }
+		m && $1 == "VmFlags:" { n++; if ($0 ~ / lo( |$)/) lo++ }
+		END { print size " KiB, " rss " KiB resident, " lo + 0 " of " n + 0 " mappings locked"
+		      exit !(size && rss == size && lo == n) }' "/proc/$1/smaps"
+}
+for p in "$ZS_PID" "$(worker)"; do
+	state_locked "$p" >"$ZS_TMP/locked" ||
+		fail "the state memfd of process $p is not resident and locked: $(cat "$ZS_TMP/locked")"
+done
 zs_swapon "$ZS_MNT"
 make_cgroup "${LIMIT_MIB}M"
 zs_memhog_start "$HOG_TIMEOUT" --size "$HOG_MIB" --passes 6
