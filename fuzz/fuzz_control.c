@@ -62,6 +62,14 @@ void policy_mark_idle(struct policy *pol, bool all, uint32_t seconds)
 	seen.last.idle_secs = seconds;
 }
 
+/* The worker's restart hook (control_set_restart_hook). */
+static void restart_standin(void *arg)
+{
+	(void)arg;
+	seen.calls++;
+	seen.last.op = CONTROL_RESTART;
+}
+
 int dicttrain_request(struct dicttrain *dt)
 {
 	seen.calls++;
@@ -128,6 +136,9 @@ static size_t req_format(const struct control_req *r, char *buf, size_t len)
 	case CONTROL_DICT:
 		n = snprintf(buf, len, "dict save %s", r->dict_path);
 		break;
+	case CONTROL_RESTART:
+		n = snprintf(buf, len, "restart");
+		break;
 	case CONTROL_OP_COUNT:	/* no command: n stays 0 and fails below */
 		break;
 	}
@@ -168,6 +179,7 @@ static void check_well_formed(const struct control_req *r)
 		fuzz_require(req_equal(r, &zero));
 		break;
 	case CONTROL_TRAIN:
+	case CONTROL_RESTART:
 		zero.op = r->op;
 		fuzz_require(req_equal(r, &zero));
 		break;
@@ -224,6 +236,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	fuzz_require(err == 0 || err == -EINVAL);
 
 	memset(&seen, 0, sizeof(seen));
+	control_set_restart_hook(restart_standin, NULL);
 	/* Not dereferenced: the stand-ins above take its place. */
 	ret = control_run(NULL, (struct dicttrain *)&seen, text, size);
 	if (err) {

@@ -122,6 +122,7 @@
 #define H_CLASS_SHIFT		(H_PAGE_SHIFT + H_PAGE_BITS)
 #define H_CHUNK_SHIFT		(H_CLASS_SHIFT + H_CLASS_BITS)
 #define H_TAG			(1ull << 63)
+#define H_TOP_SHIFT		(H_CHUNK_SHIFT + H_CHUNK_BITS)
 
 _Static_assert(SPAN_MAX_OBJS <= (1u << H_OBJ_BITS), "object index bits");
 _Static_assert(CHUNK_PAGES <= (1u << H_PAGE_BITS), "page index bits");
@@ -140,6 +141,7 @@ struct span {
 	uint16_t first_page;
 	uint16_t nr_free;		/* entries on the free stack */
 	uint8_t group;
+	uint8_t class_id;		/* for arena_adopt's checks */
 	/*
 	 * Followed by: uint64_t live[bitmap_words], uint32_t owner[objs],
 	 * uint16_t free_stack[objs].
@@ -365,6 +367,7 @@ static int span_create(struct arena *a, struct arena_class *cls, struct span **s
 
 	s->chunk = c;
 	s->first_page = first;
+	s->class_id = (uint8_t)(cls - a->classes);
 	s->nr_free = cls->objs_per_span;
 	s->prev = s->next = NULL;
 	s->group = GROUP_NONE;
@@ -482,7 +485,8 @@ void arena_destroy(struct arena *a)
 
 			if (!c)
 				continue;
-			munmap(c->base, CHUNK_SIZE);
+			if (!a->mem.shared_base)	/* the segment's owner detaches it */
+				munmap(c->base, CHUNK_SIZE);
 			free(c);
 		}
 		free(b);
@@ -500,6 +504,110 @@ void arena_destroy(struct arena *a)
 	pthread_mutex_destroy(&a->mem.page_lock);
 	pthread_mutex_destroy(&a->mem.refill_lock);
 	free(a);
+}
+
+struct arena *arena_create_shared(uint64_t limit_bytes, void *base, uint64_t bytes)
+{
+	struct arena *a;
+
+	if (!base || (uintptr_t)base % ARENA_PAGE_SIZE || bytes < CHUNK_SIZE) {
+		errno = EINVAL;
+		return NULL;
+	}
+	a = arena_create(limit_bytes);
+	if (!a)
+		return NULL;
+	a->mem.shared_base = base;
+	a->mem.shared_chunks = bytes / CHUNK_SIZE > MAX_CHUNKS ? MAX_CHUNKS :
+			       (uint32_t)(bytes / CHUNK_SIZE);
+	return a;
+}
+
+uint64_t arena_shared_chunk_size(void)
+{
+	return CHUNK_SIZE;
+}
+
+/*
+ * Adopting the objects a dead process left.  arena_adopt() only marks pages
+ * used and objects live; arena_adopt_done() then derives everything else
+ * (free stacks, groups, counters, resident pages) once.
+ */
+int arena_adopt(struct arena *a, uint64_t handle, uint32_t owner)
+{
+	unsigned int ci = handle_class(handle), page = handle_page(handle);
+	unsigned int obj = handle_obj(handle);
+	uint32_t index = handle_chunk(handle);
+	struct arena_class *cls;
+	struct chunk *c;
+	struct span *s;
+	void *desc;
+	int err;
+
+	/* Only the tag above the chunk bits; a class objects are put in. */
+	if (!a->mem.shared_base || handle >> H_TOP_SHIFT != H_TAG >> H_TOP_SHIFT ||
+	    ci >= ARENA_NR_CLASSES || a->merged_class[ci] != ci || index >= a->mem.shared_chunks)
+		return -EINVAL;
+	cls = &a->classes[ci];
+	if (page + cls->pages_per_span > CHUNK_PAGES || obj >= cls->objs_per_span)
+		return -EINVAL;
+	err = arena_pages_adopt_span(&a->mem, index, page, cls->pages_per_span, &c, &desc,
+				     cls->desc_bucket, cls->desc_size);
+	if (err)
+		return err;
+	if (desc) {
+		s = desc;
+		memset(s, 0, cls->desc_size);
+		s->chunk = c;
+		s->first_page = page;
+		s->class_id = (uint8_t)ci;
+		s->group = GROUP_NONE;
+		c->spans[page] = s;
+		group_add(cls, s, 0);	/* arena_adopt_done() sorts them out */
+		cls->spans++;
+	} else {
+		s = c->spans[page];
+		if (s->class_id != ci)
+			return -EINVAL;	/* another class's span starts here */
+	}
+	if (bit_test(span_live(s), obj))
+		return -EEXIST;		/* two owners for one object */
+	bit_set(span_live(s), obj);
+	span_owner(cls, s)[obj] = owner;
+	cls->objs_used++;
+	atomic_fetch_add_explicit(&a->objs_used, 1, memory_order_relaxed);
+	return 0;
+}
+
+int arena_adopt_done(struct arena *a)
+{
+	/* Spans: free stacks (low indices on top, as span_create makes them)
+	 * and fullness groups.  arena_adopt() left every span on groups[0]. */
+	for (unsigned int ci = 0; ci < ARENA_NR_CLASSES; ci++) {
+		struct arena_class *cls = &a->classes[ci];
+		struct span *s = cls->groups[0], *next;
+
+		cls->groups[0] = NULL;
+		for (; s; s = next) {
+			uint16_t *stack = span_stack(cls, s);
+
+			next = s->next;
+			s->prev = s->next = NULL;
+			s->group = GROUP_NONE;
+			s->nr_free = 0;
+			for (unsigned int i = cls->objs_per_span; i-- > 0;)
+				if (!bit_test(span_live(s), i))
+					stack[s->nr_free++] = (uint16_t)i;
+			span_regroup(cls, s);
+		}
+	}
+	arena_pages_adopt_done(&a->mem);
+	return 0;
+}
+
+void arena_populate_adopted(struct arena *a)
+{
+	arena_pages_populate_adopted(&a->mem);
 }
 
 void arena_set_limit(struct arena *a, uint64_t limit_bytes)

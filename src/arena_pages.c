@@ -277,6 +277,57 @@ static void *map_resident(unsigned int pages, bool *locked)
 	return p;
 }
 
+/* ---- shared mode: memory that outlives the process ----------------------- */
+
+#ifndef MADV_POPULATE_WRITE
+#define MADV_POPULATE_WRITE	23	/* Linux 5.14 */
+#endif
+
+/*
+ * Fault [addr, addr + len) of the shared segment in, writable, without
+ * changing a byte: the request path then takes these pages without a fault.
+ * The segment is SHM_LOCKed by its owner, so nothing in it is ever swapped
+ * out, mapped here or not.  Before Linux 5.14, a read and a write of the
+ * same byte (only ever done while no other thread uses the range).
+ */
+static int shared_populate(void *addr, size_t len)
+{
+	if (!madvise(addr, len, MADV_POPULATE_WRITE))
+		return 0;
+	if (errno != EINVAL)
+		return -ENOMEM;
+	for (size_t off = 0; off < len; off += ZS_PAGE_SIZE) {
+		volatile char *p = (char *)addr + off;
+
+		*p = *p;
+	}
+	return 0;
+}
+
+/* Give pages of the shared segment back (MADV_DONTNEED would only unmap
+ * them here and keep them in the segment). */
+static int shared_punch(void *addr, size_t len)
+{
+	return madvise(addr, len, MADV_REMOVE) ? -errno : 0;
+}
+
+/* A new directory block (page_lock held; allocates without it). */
+static int dir_block_add(struct arena_mem *a)
+{
+	struct chunk_block *nb;
+
+	if (a->nr_blocks >= DIR_BLOCKS)
+		return -ENOSPC;
+	pthread_mutex_unlock(&a->page_lock);
+	nb = calloc(1, sizeof(*nb));
+	pthread_mutex_lock(&a->page_lock);
+	if (!nb)
+		return -ENOMEM;
+	atomic_store_explicit(&a->dir[a->nr_blocks], nb, memory_order_release);
+	a->nr_blocks++;
+	return 0;
+}
+
 /* A free directory index.  -ENOSPC: every block is full. */
 static int chunk_index_find(struct arena_mem *a, uint32_t *index)
 {
@@ -332,13 +383,55 @@ static void count_refill(struct arena_mem *a, uint64_t pages)
 	atomic_fetch_add_explicit(&a->refill_pages, pages, memory_order_relaxed);
 }
 
+/*
+ * Shared mode: the lowest free index below shared_chunks, populated in
+ * place.  Only refills and trims add or remove chunks, one at a time under
+ * refill_lock, so the index found stays free while it is populated.
+ */
+static int refill_chunk_shared(struct arena_mem *a)
+{
+	struct chunk *c = calloc(1, sizeof(*c));
+	uint32_t index;
+	int err;
+
+	if (!c)
+		return -ENOMEM;
+	pthread_mutex_lock(&a->page_lock);
+	err = chunk_index_find(a, &index);
+	if (err) {
+		err = dir_block_add(a);
+		index = (a->nr_blocks - 1) * BLOCK_CHUNKS;
+	}
+	pthread_mutex_unlock(&a->page_lock);
+	if (!err && index >= a->shared_chunks)
+		err = -ENOMEM;		/* the segment is full */
+	if (!err) {
+		c->base = a->shared_base + (size_t)index * CHUNK_SIZE;
+		err = shared_populate(c->base, CHUNK_SIZE);
+	}
+	if (err) {
+		free(c);
+		return -ENOMEM;
+	}
+	memset(c->resident, 0xff, sizeof(c->resident));
+	c->nr_free_resident = CHUNK_PAGES;
+	pthread_mutex_lock(&a->page_lock);
+	chunk_insert(a, c, index);
+	pthread_mutex_unlock(&a->page_lock);
+	count_refill(a, CHUNK_PAGES);
+	return 0;
+}
+
 /* Map a new chunk and add it. */
 static int refill_chunk(struct arena_mem *a)
 {
 	struct chunk_block *nb = NULL;
-	struct chunk *c = calloc(1, sizeof(*c));
+	struct chunk *c;
 	uint32_t index;
 
+	if (a->shared_base)
+		return refill_chunk_shared(a);
+	c = calloc(1, sizeof(*c));
 	if (!c)
 		return -ENOMEM;
 	c->base = map_resident(CHUNK_PAGES, &c->locked);
@@ -405,7 +498,10 @@ static int refill_run(struct arena_mem *a, struct chunk *c, unsigned int lo, uns
 	char *addr = c->base + (size_t)lo * ZS_PAGE_SIZE;
 	size_t len = (size_t)(hi - lo) * ZS_PAGE_SIZE;
 
-	if (c->locked) {
+	if (a->shared_base) {
+		if (shared_populate(addr, len))
+			return -ENOMEM;
+	} else if (c->locked) {
 		if (mlock(addr, len))
 			return -ENOMEM;
 	} else {
@@ -553,7 +649,10 @@ uint64_t arena_trim_locked(struct arena_mem *a, uint64_t high, uint64_t low, uin
 		pthread_mutex_unlock(&a->page_lock);
 		if (!victim)
 			break;
-		munmap(victim->base, CHUNK_SIZE);
+		if (a->shared_base)
+			shared_punch(victim->base, CHUNK_SIZE);
+		else
+			munmap(victim->base, CHUNK_SIZE);
 		freed += victim->nr_free_resident;
 		free(victim);
 	}
@@ -596,10 +695,16 @@ uint64_t arena_trim_locked(struct arena_mem *a, uint64_t high, uint64_t low, uin
 		/* Pages locked by mlockall(MCL_CURRENT) make DONTNEED fail even in
 		 * unlocked chunks.  On failure the run stays released: a refill
 		 * locks it again before any span uses it. */
-		munlock(c->base + (size_t)lo * ZS_PAGE_SIZE,
-			(size_t)(hi - lo) * ZS_PAGE_SIZE);
-		if (madvise(c->base + (size_t)lo * ZS_PAGE_SIZE,
-			    (size_t)(hi - lo) * ZS_PAGE_SIZE, MADV_DONTNEED)) {
+		if (a->shared_base) {
+			if (shared_punch(c->base + (size_t)lo * ZS_PAGE_SIZE,
+					 (size_t)(hi - lo) * ZS_PAGE_SIZE)) {
+				*ok = false;
+				break;
+			}
+		} else if (munlock(c->base + (size_t)lo * ZS_PAGE_SIZE,
+				   (size_t)(hi - lo) * ZS_PAGE_SIZE),
+			   madvise(c->base + (size_t)lo * ZS_PAGE_SIZE,
+				   (size_t)(hi - lo) * ZS_PAGE_SIZE, MADV_DONTNEED)) {
 			*ok = false;
 			break;
 		}
@@ -634,4 +739,160 @@ void arena_trim_inline(struct arena_mem *a)
 	a->trim_floor = ok ? 0 : free_resident(a) + keep;
 	pthread_mutex_unlock(&a->page_lock);
 	pthread_mutex_unlock(&a->refill_lock);
+}
+
+/* ---- adoption (shared mode; single-threaded but for the populate) -------- */
+
+/*
+ * The span of k pages at page `page` of chunk `index`, for arena_adopt():
+ * the chunk is made known (not yet resident: arena_pages_adopt_done), the
+ * pages marked used, and a descriptor taken.  *desc NULL when a span
+ * already starts there (the caller checks its class); -EINVAL when the
+ * pages overlap another span.
+ */
+int arena_pages_adopt_span(struct arena_mem *a, uint32_t index, unsigned int page,
+			   unsigned int k, struct chunk **cp, void **desc, unsigned int bucket,
+			   uint32_t desc_size)
+{
+	struct chunk_block *b;
+	struct chunk *c;
+	void *d;
+
+	if (index >= a->shared_chunks || page + k > CHUNK_PAGES)
+		return -EINVAL;
+	pthread_mutex_lock(&a->page_lock);
+	while (a->nr_blocks <= index / BLOCK_CHUNKS) {
+		if (dir_block_add(a)) {
+			pthread_mutex_unlock(&a->page_lock);
+			return -ENOMEM;
+		}
+	}
+	pthread_mutex_unlock(&a->page_lock);
+	b = atomic_load_explicit(&a->dir[index / BLOCK_CHUNKS], memory_order_relaxed);
+	c = block_chunk(b, index % BLOCK_CHUNKS);
+	if (!c) {
+		c = calloc(1, sizeof(*c));
+		if (!c)
+			return -ENOMEM;
+		c->base = a->shared_base + (size_t)index * CHUNK_SIZE;
+		c->index = index;
+		bit_set(b->present, index % BLOCK_CHUNKS);
+		atomic_store_explicit(&b->chunk[index % BLOCK_CHUNKS], c, memory_order_release);
+		atomic_fetch_add_explicit(&a->pages_mapped, CHUNK_PAGES, memory_order_relaxed);
+	}
+	*cp = c;
+	*desc = NULL;
+	if (c->spans[page])
+		return 0;
+	for (unsigned int i = page; i < page + k; i++)
+		if (bit_test(c->used, i))
+			return -EINVAL;	/* overlaps another span */
+	pthread_mutex_lock(&a->page_lock);
+	while (!(d = arena_desc_take(a, bucket, desc_size))) {
+		int err;
+
+		pthread_mutex_unlock(&a->page_lock);
+		err = refill_desc(a);
+		pthread_mutex_lock(&a->page_lock);
+		if (err) {
+			pthread_mutex_unlock(&a->page_lock);
+			return err;
+		}
+	}
+	pthread_mutex_unlock(&a->page_lock);
+	for (unsigned int i = page; i < page + k; i++)
+		bit_set(c->used, i);
+	c->nr_used += k;
+	atomic_fetch_add_explicit(&a->pages_used, k, memory_order_relaxed);
+	*desc = d;
+	return 0;
+}
+
+/* Pages of c that the segment holds (mincore) are resident. */
+static void adopt_resident(struct chunk *c)
+{
+	unsigned char vec[CHUNK_PAGES];
+
+	if (mincore(c->base, CHUNK_SIZE, vec))
+		memset(vec, 0, sizeof(vec));
+	for (unsigned int p = 0; p < CHUNK_PAGES; p++)
+		if (bit_test(c->used, p) || (vec[p] & 1))
+			bit_set(c->resident, p);
+	c->nr_free_resident = 0;
+	for (unsigned int p = 0; p < CHUNK_PAGES; p++)
+		c->nr_free_resident += page_avail(c, p);
+}
+
+/* Populate the runs of resident pages of c (used or free), so that neither
+ * a request nor the reserve's accounting meets a page not mapped here. */
+static int adopt_populate(struct chunk *c)
+{
+	unsigned int p = 0;
+
+	while (p < CHUNK_PAGES) {
+		unsigned int lo;
+
+		if (!bit_test(c->resident, p)) {
+			p++;
+			continue;
+		}
+		lo = p;
+		while (p < CHUNK_PAGES && bit_test(c->resident, p))
+			p++;
+		if (shared_populate(c->base + (size_t)lo * ZS_PAGE_SIZE,
+				    (size_t)(p - lo) * ZS_PAGE_SIZE))
+			return -ENOMEM;
+	}
+	return 0;
+}
+
+/* Chunks: what the segment still holds is resident (the reserve); the rest
+ * of the segment is given back. */
+void arena_pages_adopt_done(struct arena_mem *a)
+{
+	uint32_t lo = 0;
+
+	for (uint32_t index = 0; index <= a->shared_chunks; index++) {
+		struct chunk_block *b = index < a->nr_blocks * BLOCK_CHUNKS ?
+			atomic_load(&a->dir[index / BLOCK_CHUNKS]) : NULL;
+		struct chunk *c = b && index < a->shared_chunks ?
+			block_chunk(b, index % BLOCK_CHUNKS) : NULL;
+
+		if (!c && index < a->shared_chunks)
+			continue;
+		if (index > lo)
+			shared_punch(a->shared_base + (size_t)lo * CHUNK_SIZE,
+				     (size_t)(index - lo) * CHUNK_SIZE);
+		lo = index + 1;
+		if (!c)
+			break;
+		adopt_resident(c);
+		pthread_mutex_lock(&a->page_lock);
+		free_resident_add(a, c->nr_free_resident);
+		if (c->nr_used == 0)
+			a->nr_empty++;
+		chunk_update_fit(a, c);
+		pthread_mutex_unlock(&a->page_lock);
+	}
+	atomic_store(&a->pages_max, atomic_load(&a->pages_used));
+}
+
+void arena_pages_populate_adopted(struct arena_mem *a)
+{
+	uint32_t nr_chunks = a->nr_blocks * BLOCK_CHUNKS;
+
+	for (uint32_t index = 0; index < nr_chunks && index < a->shared_chunks; index++) {
+		struct chunk_block *b;
+		struct chunk *c;
+
+		/* refill_lock: the resident bits hold still (only refills and
+		 * trims change them), and no trim punches what we fault in. */
+		pthread_mutex_lock(&a->refill_lock);
+		b = atomic_load_explicit(&a->dir[index / BLOCK_CHUNKS], memory_order_acquire);
+		c = b ? atomic_load_explicit(&b->chunk[index % BLOCK_CHUNKS],
+					     memory_order_acquire) : NULL;
+		if (c)
+			adopt_populate(c);
+		pthread_mutex_unlock(&a->refill_lock);
+	}
 }

@@ -97,6 +97,14 @@ struct desc_block {
  * it): the chunk directory, the free pages and the descriptor pool.
  */
 struct arena_mem {
+	/*
+	 * Shared mode (arena_create_shared): chunk i is the fixed range
+	 * shared_base + i * CHUNK_SIZE of a segment that outlives the process;
+	 * nothing is mapped or unmapped, pages are populated and punched.
+	 */
+	char *shared_base;
+	uint32_t shared_chunks;
+
 	/* Set once, before the arena is shared (arena_set_reserve_mode). */
 	bool reserve_mode;
 	void (*low_hook)(void *arg);
@@ -195,6 +203,13 @@ uint64_t arena_trim_locked(struct arena_mem *a, uint64_t high, uint64_t low, uin
 			    bool *ok);
 
 void arena_trim_inline(struct arena_mem *a);
+
+/* Shared mode's adoption (arena.h), the pages' half. */
+int arena_pages_adopt_span(struct arena_mem *a, uint32_t index, unsigned int page,
+			   unsigned int k, struct chunk **cp, void **desc, unsigned int bucket,
+			   uint32_t desc_size);
+void arena_pages_adopt_done(struct arena_mem *a);
+void arena_pages_populate_adopted(struct arena_mem *a);
 
 /* The reserve's entry points (arena.h) take the locks and call these. */
 

@@ -111,6 +111,12 @@ static const struct setting settings[] = {
 	  .def = "true",
 	  .help = "take requests through FUSE over io_uring where the kernel allows it "
 		  "(fuse module parameter enable_uring=Y)" },
+	/* FUSE over io_uring loses a request that a dead worker's ring entry
+	 * held (issue 11's findings, section 4): restart safety decides. */
+	{ .name = "worker_restart", .type = SETTING_BOOL, FIELD(worker_restart),
+	  .def = "true",
+	  .help = "keep the mount and every stored page when the worker process dies, and start "
+		  "a new one (takes requests through /dev/fuse; FUSE over io_uring only with false)" },
 	{ .name = "lock_memory", .type = SETTING_CHOICE, FIELD(lock_memory), .words = lock_memory_words,
 	  .def = LOCK_MEMORY_DEFAULT,
 	  .help = "required: refuse to start unless all the daemon's memory is locked; "
@@ -662,6 +668,7 @@ void config_params(const struct zs_config *cfg, struct zs_params *p)
 	p->busy_poll_us = (unsigned int)cfg->busy_poll_us;
 	p->request_nice = (int)cfg->request_nice;
 	p->fuse_uring = cfg->fuse_uring;
+	p->worker_restart = cfg->worker_restart;
 	p->stats_gid = cfg->stats_group.gid;
 	p->backing_path = cfg->writeback_backing_file[0] ? cfg->writeback_backing_file : NULL;
 	p->backing_max_size = max < BACKING_SEG_SIZE ? BACKING_SEG_SIZE : max;

@@ -55,6 +55,7 @@ struct zs_config {
 	int64_t busy_poll_us;		/* spin this long for the next request */
 	int64_t request_nice;		/* nice value of the request threads */
 	bool fuse_uring;		/* FUSE over io_uring when the kernel allows */
+	bool worker_restart;		/* keeper restarts a dead worker (keeper.h) */
 	int lock_memory;		/* enum zs_lock_memory */
 	/* Who besides root may read `stats` (with allow_other); nobody
 	 * else ever reaches `swap` or `control`. */
@@ -111,6 +112,7 @@ struct zs_params {
 	unsigned int busy_poll_us;
 	int request_nice;
 	bool fuse_uring;
+	bool worker_restart;		/* keeper restarts a dead worker (keeper.h) */
 	int64_t stats_gid;		/* -1: none */
 	/* The backing file, when backing_path is not NULL */
 	const char *backing_path;	/* points into the zs_config */

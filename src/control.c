@@ -65,6 +65,16 @@ static int parse_select(const char *word, bool allow_all, enum policy_select *ou
 	return -EINVAL;
 }
 
+/* `restart`: the worker's restart hook, when a keeper is there to act on it. */
+static void (*restart_hook)(void *arg);
+static void *restart_arg;
+
+void control_set_restart_hook(void (*fn)(void *arg), void *arg)
+{
+	restart_arg = arg;
+	restart_hook = fn;
+}
+
 static int parse_compact(int argc, char **argv, struct control_req *req)
 {
 	req->op = CONTROL_COMPACT;
@@ -157,6 +167,15 @@ static int parse_dict(int argc, char **argv, struct control_req *req)
 	return 0;
 }
 
+/* restart: a new worker from the binary on disk (keeper.h) */
+static int parse_restart(int argc, char **argv, struct control_req *req)
+{
+	(void)argc;
+	(void)argv;
+	req->op = CONTROL_RESTART;
+	return 0;
+}
+
 /*
  * Each command's handler, parse_<name>, found through control_cmds.h's
  * table: fill *req from the words after the name (as many as the table
@@ -227,6 +246,11 @@ int control_exec(struct policy *pol, struct dicttrain *dt, const struct control_
 		return dt ? dicttrain_request(dt) : -EOPNOTSUPP;
 	case CONTROL_DICT:
 		return dt ? dicttrain_save(dt, req->dict_path) : -EOPNOTSUPP;
+	case CONTROL_RESTART:
+		if (!restart_hook)
+			return -EOPNOTSUPP;
+		restart_hook(restart_arg);
+		return 0;
 	case CONTROL_OP_COUNT:
 		break;
 	}

@@ -42,6 +42,9 @@ int control_parse(const char *text, size_t len, struct control_req *req);
  * `dict save` waits for the file to be written (dicttrain_save).
  */
 int control_exec(struct policy *pol, struct dicttrain *dt, const struct control_req *req);
+/* What `restart` calls (from a request thread: it must only set a flag and
+ * wake); NULL: `restart` fails with EOPNOTSUPP. */
+void control_set_restart_hook(void (*fn)(void *arg), void *arg);
 /* control_parse, then control_exec when it parsed. */
 int control_run(struct policy *pol, struct dicttrain *dt, const char *text, size_t len);
 

@@ -22,7 +22,8 @@
 	  "[type=idle|huge|huge_idle] [threshold=BYTES] [max_pages=N]") \
 	X(WRITEBACK, writeback, 1, 2, "idle|huge|huge_idle|all [max_pages=N]") \
 	X(TRAIN, train, 0, 0, "") \
-	X(DICT, dict, 2, 2, "save PATH")
+	X(DICT, dict, 2, 2, "save PATH") \
+	X(RESTART, restart, 0, 0, "")
 
 enum control_op {
 #define CONTROL_CMD_ENUM(ID, name, min_args, max_args, args) CONTROL_##ID,

@@ -33,6 +33,82 @@ void dictgen_init(struct dictgen *g, const struct codec_ops *main_ops, int main_
 	pthread_mutex_init(&g->lock, NULL);
 }
 
+static void entry_free(struct dictgen_entry *e);
+
+static unsigned char *shared_bytes(struct dictgen *g, unsigned int i, unsigned int r)
+{
+	return (unsigned char *)g->shared + DICTGEN_SHARED_HDR +
+	       ((size_t)(i - 1) * DICTGEN_ROLES + r) * DICT_MAX_SIZE;
+}
+
+/* Generation i's bytes into the shared region (g->lock held). */
+static void shared_write(struct dictgen *g, unsigned int i, struct codec_dict *const *cd)
+{
+	struct dictgen_shared *sh = g->shared;
+	unsigned int r;
+
+	if (!sh)
+		return;
+	for (r = 0; r < DICTGEN_ROLES; r++)
+		atomic_store(&sh->e[i].len[r], 0);
+	for (r = 0; r < DICTGEN_ROLES; r++)
+		if (cd[r] && cd[r]->len <= DICT_MAX_SIZE)
+			memcpy(shared_bytes(g, i, r), cd[r]->bytes, cd[r]->len);
+	sh->e[i].number = g->e[i].number;
+	sh->installed = g->installed;
+	for (r = 0; r < DICTGEN_ROLES; r++)
+		if (cd[r] && cd[r]->len <= DICT_MAX_SIZE)
+			atomic_store_explicit(&sh->e[i].len[r], (uint32_t)cd[r]->len,
+					      memory_order_release);
+}
+
+int dictgen_restore(struct dictgen *g)
+{
+	struct dictgen_shared *sh = g->shared;
+	unsigned int i, r, cur;
+	int err = 0;
+
+	if (!sh)
+		return 0;
+	pthread_mutex_lock(&g->lock);
+	for (i = 1; i <= DICTGEN_MAX && !err; i++) {
+		struct dictgen_entry *e = &g->e[i];
+		bool any = false;
+
+		for (r = 0; r < DICTGEN_ROLES && !err; r++) {
+			uint32_t len = atomic_load_explicit(&sh->e[i].len[r], memory_order_acquire);
+
+			if (!len)
+				continue;
+			if (len > DICT_MAX_SIZE || !codec_has_dict(g->ops[r])) {
+				err = -EINVAL;
+				break;
+			}
+			err = codec_dict_create(&e->cd[r], g->ops[r], g->level[r],
+						shared_bytes(g, i, r), len);
+			any = !err;
+		}
+		if (err)
+			break;
+		if (any) {
+			e->number = sh->e[i].number;
+			e->created = now_secs();
+			atomic_store(&e->live, true);
+		}
+	}
+	if (err) {
+		for (i = 1; i <= DICTGEN_MAX; i++)
+			entry_free(&g->e[i]);
+	} else {
+		g->installed = sh->installed;
+		cur = atomic_load(&sh->current);
+		if (cur <= DICTGEN_MAX && cur && atomic_load(&g->e[cur].live))
+			atomic_store(&g->current, cur);
+	}
+	pthread_mutex_unlock(&g->lock);
+	return err;
+}
+
 static void entry_free(struct dictgen_entry *e)
 {
 	unsigned int r;
@@ -92,9 +168,12 @@ int dictgen_install(struct dictgen *g, const void *main_bytes, size_t main_len,
 		e->cd[r] = cd[r];
 	e->number = ++g->installed;
 	e->created = now_secs();
+	shared_write(g, i, cd);
 	atomic_store(&e->live, true);
 	/* Published last: a pinner that sees i current sees its dictionaries. */
 	atomic_store(&g->current, i);
+	if (g->shared)
+		atomic_store(&g->shared->current, i);
 	pthread_mutex_unlock(&g->lock);
 	return (int)i;
 
@@ -117,6 +196,12 @@ unsigned int dictgen_reap(struct dictgen *g)
 		    atomic_load(&e->refs) != 0)
 			continue;
 		entry_free(e);
+		if (g->shared) {	/* no slot names it: nothing to rebuild */
+			unsigned int r;
+
+			for (r = 0; r < DICTGEN_ROLES; r++)
+				atomic_store(&g->shared->e[i].len[r], 0);
+		}
 		freed++;
 	}
 	pthread_mutex_unlock(&g->lock);

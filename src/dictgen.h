@@ -53,6 +53,7 @@
 #include <stdint.h>
 
 #include "codec.h"
+#include "dict.h"
 
 /* Generations a slot can name: its 3-bit field, 0 meaning none. */
 #define DICTGEN_BITS	3
@@ -72,7 +73,39 @@ struct dictgen_entry {
 	uint64_t created;	/* CLOCK_MONOTONIC seconds */
 };
 
+/*
+ * Restart (issue 11): with a shared region (store_params.shared_dicts,
+ * memory that outlives the process), dictgen_install() also writes each
+ * generation's bytes there, at its index, and the current index; a new
+ * process rebuilds the ring from them (dictgen_restore) and the store
+ * recounts refs from the slots.  Interrupted anywhere, the region stays
+ * usable: an entry's lengths are cleared before its bytes are rewritten and
+ * set (release) after, and only a generation no slot names is rewritten
+ * (the ring picks a place that is neither live nor referenced).  The
+ * current index is stored after the in-memory one: a slot may name a
+ * generation the region does not call current yet, whose bytes are there.
+ * Layout: struct dictgen_shared in the first DICTGEN_SHARED_HDR bytes, then
+ * DICT_MAX_SIZE bytes for each (index, role).
+ */
+#define DICTGEN_SHARED_HDR	4096u
+#define DICTGEN_SHARED_BYTES	(DICTGEN_SHARED_HDR + \
+				 (uint64_t)DICTGEN_MAX * DICTGEN_ROLES * DICT_MAX_SIZE)
+
+struct dictgen_shared {
+	_Atomic uint32_t current;	/* 0: none */
+	uint32_t pad;
+	uint64_t installed;		/* dictgen.installed */
+	struct {
+		_Atomic uint32_t len[DICTGEN_ROLES];	/* 0: no bytes */
+		uint64_t number;
+	} e[DICTGEN_MAX + 1];
+};
+_Static_assert(sizeof(struct dictgen_shared) <= DICTGEN_SHARED_HDR, "dictgen shared header");
+
 struct dictgen {
+	/* The region that outlives the process; NULL: none.  Set after
+	 * dictgen_init, before any install. */
+	struct dictgen_shared *shared;
 	const struct codec_ops *ops[DICTGEN_ROLES];	/* NULL: none (recompression off) */
 	int level[DICTGEN_ROLES];
 	_Atomic unsigned int current;	/* 0: none */
@@ -96,6 +129,14 @@ void dictgen_fini(struct dictgen *g);
  */
 int dictgen_install(struct dictgen *g, const void *main_bytes, size_t main_len,
 		    const void *recomp_bytes, size_t recomp_len);
+/*
+ * Rebuild every generation the shared region holds (restart), before any
+ * other use, and make its current one current; refs stay 0 (the store
+ * counts the slots, then reaps).  0, or -EINVAL (the codec refuses bytes
+ * it once took: another codec or level) or -ENOMEM.
+ */
+int dictgen_restore(struct dictgen *g);
+
 /* Free the generations that are not current and that no slot needs.
  * Returns how many were freed.  Frees memory. */
 unsigned int dictgen_reap(struct dictgen *g);

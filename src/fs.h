@@ -16,6 +16,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 #include <sys/types.h>
+#include <sys/uio.h>
 
 #include "stats.h"
 #include "transport.h"

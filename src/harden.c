@@ -18,6 +18,12 @@
 #endif
 
 static struct harden_state state = { .caps_text = "unknown" };
+static bool for_exec;		/* harden_drop_privileges: keep for programs we run */
+
+void harden_keep_for_exec(void)
+{
+	for_exec = true;
+}
 
 const struct harden_state *harden_state(void)
 {
@@ -125,6 +131,22 @@ static void note_caps(void)
 		snprintf(state.caps_text, sizeof(state.caps_text), "none");
 }
 
+/* Whether the bounding set holds nothing but what the drop keeps. */
+static bool bounding_is_kept(bool ipc_lock)
+{
+	FILE *f = fopen("/proc/self/status", "re");
+	unsigned long long bnd = ~0ull;
+	char line[128];
+
+	if (!f)
+		return false;
+	while (fgets(line, sizeof(line), f))
+		if (sscanf(line, "CapBnd: %llx", &bnd) == 1)
+			break;
+	fclose(f);
+	return bnd == (ipc_lock ? 1ull << CAP_IPC_LOCK : 0);
+}
+
 int harden_drop_privileges(void)
 {
 	/* Locked memory must stay lockable: the arena locks pages again. */
@@ -138,14 +160,22 @@ int harden_drop_privileges(void)
 	}
 	setpcap = capng_have_capability(CAPNG_EFFECTIVE, CAP_SETPCAP);
 	capng_clear(CAPNG_SELECT_ALL);
+	/* A keeper's workers lock their memory too: CAP_IPC_LOCK passes an
+	 * exec only as an ambient capability (securebits: no root magic). */
 	if (keep_ipc_lock)
-		capng_update(CAPNG_ADD, CAPNG_EFFECTIVE | CAPNG_PERMITTED | CAPNG_BOUNDING_SET,
-			     CAP_IPC_LOCK);
+		capng_update(CAPNG_ADD, CAPNG_EFFECTIVE | CAPNG_PERMITTED | CAPNG_BOUNDING_SET |
+			     (for_exec ? CAPNG_INHERITABLE | CAPNG_AMBIENT : 0), CAP_IPC_LOCK);
 	/* Securebits: root never regains capabilities by uid 0 (needs
 	 * CAP_SETPCAP, hence before the drop). */
 	if (setpcap && capng_lock())
 		log_warn("cannot lock the securebits: %s", strerror(errno));
-	rc = capng_apply(CAPNG_SELECT_ALL);
+	/* Without CAP_SETPCAP the bounding set cannot change: leave it out, so
+	 * that libcap-ng does not try (and syslog the failure: a socket, which
+	 * the unit forbids).  A worker started by a keeper is there: its
+	 * bounding set is the keeper's, already dropped. */
+	rc = capng_apply(setpcap ? CAPNG_SELECT_ALL : CAPNG_SELECT_CAPS | CAPNG_SELECT_AMBIENT);
+	if (!rc && !setpcap && !bounding_is_kept(keep_ipc_lock))
+		rc = -4;
 	if (rc && rc != -4) {		/* -4: no CAP_SETPCAP for the bounding set */
 		log_err("cannot drop capabilities (libcap-ng: %d): %s", rc, strerror(errno));
 		return -EPERM;

@@ -64,6 +64,10 @@ int harden_memory(bool required);
  * after a message.
  */
 int harden_drop_privileges(void);
+/* Call before harden_drop_privileges() in a process that runs workers
+ * (keeper.h): CAP_IPC_LOCK, when it is kept, is kept inheritable and
+ * ambient too, so that a worker it execs can lock its memory. */
+void harden_keep_for_exec(void);
 
 /* What hardening achieved, for the stats file. */
 struct harden_state {

@@ -16,8 +16,11 @@
  * the child to be ready and exits with its status); privileged_startup()
  * (out from under a memory cgroup limit: before anything big is allocated);
  * the unmount helper (unmounter.h), forked while nothing secret exists;
- * backing file, page store, FUSE session, mount; hardening (mlockall); the
- * drop of every privilege left; the threads, the reserve's first.
+ * FUSE session, mount; hardening (mlockall); the memory that outlives a
+ * worker (shm.h); the drop of every privilege left; then this process is the
+ * keeper (keeper.h), which starts the worker that serves (worker.h: the
+ * backing file, the page store, the threads).  `zswapfs --worker FD` is how
+ * the keeper starts a worker.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -33,21 +36,18 @@
 
 #include <fuse_lowlevel.h>
 
-#include "backing.h"
 #include "codec.h"
 #include "config.h"
-#include "dict.h"
-#include "dictgen.h"
-#include "dicttrain.h"
 #include "fs.h"
 #include "harden.h"
+#include "keeper.h"
 #include "log.h"
 #include "memcg.h"
-#include "policy.h"
 #include "reserve.h"
-#include "stats.h"
-#include "store.h"
+#include "shm.h"
+#include "transport.h"
 #include "unmounter.h"
+#include "worker.h"
 
 struct cmdline {
 	const char *source;
@@ -299,70 +299,6 @@ out_err:
 	return -EINVAL;
 }
 
-/* The store's make-room hook: writeback, done by the policy thread. */
-static int make_room(void *policy)
-{
-	return policy_make_room(policy);
-}
-
-/*
- * The dictionary files of `dict` and `recompress.dict`, made generation 1
- * of the store's ring.  A codec used by both (same algorithm) takes `dict`
- * for both.  -1 after a message naming the file.
- */
-static int load_dicts(const struct zs_config *cfg, struct store *st)
-{
-	const char *path[2] = { cfg->dict, cfg->recompress_dict };
-	void *buf[2] = { NULL, NULL };
-	size_t len[2] = { 0, 0 };
-	char err[1536];
-	int i, ret = -1, gen;
-
-	for (i = 0; i < 2; i++) {
-		if (!path[i][0])
-			continue;
-		gen = dict_load(path[i], &buf[i], &len[i], err, sizeof(err));
-		if (gen) {
-			fprintf(stderr, "zswapfs: %s: %s\n", i ? "recompress.dict" : "dict", err);
-			goto out_free;
-		}
-	}
-	if (!buf[0] && !buf[1])
-		return 0;
-	if (!buf[1] && !strcmp(cfg->algorithm, cfg->recompress_algorithm))
-		buf[1] = buf[0], len[1] = len[0];
-	gen = dictgen_install(store_dicts(st), buf[0], len[0], buf[1], len[1]);
-	if (gen < 0) {
-		fprintf(stderr, "zswapfs: dict: %s%s%s: %s\n", path[0], path[0][0] && path[1][0] ?
-			", " : "", path[1], gen == -EINVAL ? "the compressor refuses the dictionary" :
-			strerror(-gen));
-		goto out_free;
-	}
-	ret = 0;
-out_free:
-	if (buf[1] != buf[0])
-		free(buf[1]);
-	free(buf[0]);
-	return ret;
-}
-
-/* Open the backing file, or NULL with nothing to open; -1 after a message. */
-static int open_backing(const struct zs_params *p, struct backing **out)
-{
-	char err[512];
-
-	*out = NULL;
-	if (!p->backing_path)
-		return 0;
-	*out = backing_open(p->backing_path, p->backing_max_size, p->backing_cipher, err,
-			    sizeof(err));
-	if (!*out) {
-		fprintf(stderr, "zswapfs: %s\n", err);
-		return -1;
-	}
-	return 0;
-}
-
 /*
  * Make sure descriptors 0, 1 and 2 are open (on /dev/null if they were
  * closed), so that no file we open later is taken for one of them.
@@ -427,31 +363,6 @@ static bool stderr_is_journal(void)
 	       (unsigned long long)st.st_dev == dev && (unsigned long long)st.st_ino == ino;
 }
 
-/* The child is ready: standard streams to /dev/null (stderr stays when it
- * is the journal), and the parent exits 0. */
-static void daemon_ready(int *ready_fd, bool journal)
-{
-	unsigned char ok = 0;
-	ssize_t n;
-	int fd;
-
-	if (!journal)
-		log_quiet_stderr();
-	fd = open("/dev/null", O_RDWR | O_CLOEXEC);
-	if (fd >= 0) {
-		dup2(fd, STDIN_FILENO);
-		dup2(fd, STDOUT_FILENO);
-		if (!journal)
-			dup2(fd, STDERR_FILENO);
-		close(fd);
-	}
-	do
-		n = write(*ready_fd, &ok, 1);
-	while (n < 0 && errno == EINTR);
-	close(*ready_fd);
-	*ready_fd = -1;
-}
-
 /*
  * Out from under a memory cgroup limit, or refuse, as the memcg setting
  * says (memcg.h).  -1 after a message.
@@ -488,13 +399,6 @@ static int privileged_startup(const struct zs_params *p)
 	return leave_memcg(p);
 }
 
-/* transport.h's request_unmount: a stop signal, and swap is not on us. */
-static void request_unmount(void *arg)
-{
-	log_info("stopping: unmounting");
-	unmounter_request(arg);
-}
-
 /* Whether the kernel has ended the connection (umount, abort): the mount is
  * gone then, and nothing is left to unmount. */
 static bool connection_ended(struct fuse_session *se)
@@ -504,26 +408,66 @@ static bool connection_ended(struct fuse_session *se)
 	return poll(&pfd, 1, 0) == 1 && (pfd.revents & POLLERR);
 }
 
+/* The binary on disk that workers run: this one's path, read now (an
+ * upgrade replaces the file; /proc/self/exe would stay the old one). */
+static int own_path(char *buf, size_t len)
+{
+	ssize_t n = readlink("/proc/self/exe", buf, len - 1);
+
+	if (n <= 0 || (size_t)n >= len - 1)
+		return -1;
+	buf[n] = '\0';
+	return 0;
+}
+
+/* The keeper's state, for the workers (shm.h). */
+static void fill_state(struct shm_state *s, const struct cmdline *cl, const struct zs_config *cfg,
+		       struct fuse_session *se, const struct unmounter *um, int ready_fd,
+		       bool journal)
+{
+	struct memcg_report mr;
+
+	snprintf(s->mountpoint, sizeof(s->mountpoint), "%s", cl->mountpoint);
+	s->allow_other = cl->allow_other;
+	s->debug = cl->debug;
+	s->foreground = cl->foreground;
+	s->journal = journal;
+	/* Not yet with a backing file: its segment table and key are not in
+	 * memory that outlives a worker. */
+	s->restart_safe = cfg->worker_restart && !cfg->writeback_backing_file[0];
+	s->fuse_fd = fuse_session_fd(se);
+	s->unmount_fd = um->fd;
+	s->mount_dev = (uint64_t)um->dev;
+	s->ready_fd = ready_fd;
+	memcg_get_report(&mr);
+	snprintf(s->memcg_state, sizeof(s->memcg_state), "%s", mr.state);
+	s->memcg_limit = mr.limit;
+	snprintf(s->memcg_cgroup, sizeof(s->memcg_cgroup), "%s", mr.cgroup);
+}
+
 int main(int argc, char **argv)
 {
 	struct unmounter um = { .pid = -1, .fd = -1 };
-	struct reserve *reserve;
-	struct backing *backing;
+	struct keeper k = { .sigfd = -1 };
+	struct shm_region shm = { .state_fd = -1 };
 	struct zs_params par;
 	struct fuse_session *se;
 	struct zs_config cfg;
 	struct cmdline cl;
-	struct store *st;
-	struct fs fs;
-	bool journal = false, privileged = true;
-	int err, i, ret = 1, ready_fd = -1;
+	bool journal = false, privileged = true, unmount = true;
+	char err[512];
+	int i, ret = 1, ready_fd = -1;
 
 	/* Before anything is allocated: the heap the request path takes from. */
 	reserve_setup_malloc();
 	sanitize_stdio();
+	if (argc == 3 && !strcmp(argv[1], "--worker"))
+		return worker_main(argv[2]);
 	if (parse_cmdline(&cl, argc, argv) || load_settings(&cfg, &cl) ||
 	    check_access(&cl, &cfg) || build_fuse_args(&cl))
 		goto out_args;
+	if (cfg.worker_restart && cfg.fuse_uring)
+		cfg.fuse_uring = false;	/* not restart-safe: keeper.h */
 	config_params(&cfg, &par);
 	/* Settings are read: nothing is looked up by a relative path from
 	 * here on (the mount point and the backing file are absolute). */
@@ -532,131 +476,77 @@ int main(int argc, char **argv)
 		goto out_args;
 	}
 	if (!cl.foreground) {
-		err = daemon_fork(&ready_fd);
-		if (err) {
-			fprintf(stderr, "zswapfs: fork: %s\n", strerror(-err));
+		int e = daemon_fork(&ready_fd);
+
+		if (e) {
+			fprintf(stderr, "zswapfs: fork: %s\n", strerror(-e));
 			goto out_args;
 		}
 		journal = stderr_is_journal();
 	}
 	if (privileged_startup(&par))
 		goto out_args;
-	err = unmounter_start(&um, cl.mountpoint, !cl.foreground && !journal);
-	if (err) {
-		fprintf(stderr, "zswapfs: cannot start the unmount helper: %s\n", strerror(-err));
+	i = unmounter_start(&um, cl.mountpoint, !cl.foreground && !journal);
+	if (i) {
+		fprintf(stderr, "zswapfs: cannot start the unmount helper: %s\n", strerror(-i));
 		goto out_args;
 	}
 
-	if (open_backing(&par, &backing))
-		goto out_helper;
-	/* A discard on a request thread must not punch the file (backing.h). */
-	if (backing)
-		backing_defer_punch(backing);
-	par.store.backing = backing;
-	st = store_create(&par.store);
-	if (!st) {
-		fprintf(stderr, "zswapfs: cannot create the page store: %s\n", strerror(errno));
-		goto out_backing;
-	}
-	if (load_dicts(&cfg, st))
-		goto out_store;
-	err = fs_init(&fs, st, par.threads, par.busy_poll_us);
-	if (err) {
-		fprintf(stderr, "zswapfs: %s\n", strerror(-err));
-		goto out_store;
-	}
-	fs.others_allowed = cl.allow_other;
-	if (par.stats_gid >= 0)
-		fs.stats_gid = (gid_t)par.stats_gid;
-	se = fuse_session_new(&cl.fuse_args, &fs_ops, sizeof(fs_ops), &fs);
+	/* The keeper: it mounts, holds, and starts workers (keeper.h). */
+	se = fuse_session_new(&cl.fuse_args, &fs_ops, sizeof(fs_ops), NULL);
 	if (!se)	/* libfuse has said which option it did not know */
-		goto out_fs;
-	if (transport_install_signal_handlers(&fs.tp))
+		goto out_helper;
+	if (keeper_signals(&k))
 		goto out_session;
 	if (fuse_session_mount(se, cl.mountpoint))
 		goto out_session;
-	err = unmounter_arm(&um, cl.mountpoint);
-	if (err) {
-		log_err("cannot find the new mount in /proc/self/mountinfo: %s", strerror(-err));
+	i = unmounter_arm(&um, cl.mountpoint);
+	if (i) {
+		log_err("cannot find the new mount in /proc/self/mountinfo: %s", strerror(-i));
 		goto out_unmount;
 	}
-	if (par.fuse_uring)
-		transport_want_uring(&fs.tp, se);
-	err = transport_install_io(&fs.tp, se);
-	if (err) {
-		log_err("cannot take over reading /dev/fuse: %s", strerror(-err));
-		goto out_unmount;
-	}
-
-	/* Before any thread exists: threads inherit the flag. */
-	harden_io_flusher();
 	if (harden_memory(par.lock_memory_required))
 		goto out_unmount;
-	stats_init();
-	/* Still before any thread: capabilities are per thread. */
-	err = transport_set_nice(par.request_nice);
-	if (err)
+	/* Locked segments need CAP_IPC_LOCK: before the privileges go. */
+	if (shm_create(&shm, &cfg, cfg.lock_memory == ZS_LOCK_REQUIRED,
+		       harden_state()->memory_locked, err, sizeof(err))) {
+		log_err("%s", err);
+		goto out_unmount;
+	}
+	fill_state(shm.state, &cl, &cfg, se, &um, ready_fd, journal);
+	if (own_path(shm.state->exe, sizeof(shm.state->exe))) {
+		log_err("cannot read /proc/self/exe: %s", strerror(errno));
+		goto out_shm;
+	}
+	/* Still privileged (a negative value needs CAP_SYS_NICE): every
+	 * worker inherits it from here, and so do its request threads. */
+	i = transport_set_nice(par.request_nice);
+	if (i)
 		log_warn("request_nice %d: %s: requests run at nice %d", par.request_nice,
-			 strerror(-err), getpriority(PRIO_PROCESS, 0));
+			 strerror(-i), getpriority(PRIO_PROCESS, 0));
 	privileged = false;
+	harden_keep_for_exec();
 	if (harden_drop_privileges())
-		goto out_unmount;
+		goto out_shm;
 	log_info("privileges dropped: capabilities kept: %s", harden_state()->caps_text);
-
-	/* From now on logging only queues: no request thread waits on it. */
-	err = log_start();
-	if (err)
-		log_warn("no log thread (%s): messages are written at once", strerror(-err));
-	/* After fork and mlockall: threads do not survive a fork, and their
-	 * stacks must be locked.  The reserve first: every thread that
-	 * allocates from the arena must find it in reserve mode.  Its refills
-	 * lock pages without privilege: RLIMIT_MEMLOCK is unlimited, or
-	 * CAP_IPC_LOCK was kept (harden.h). */
-	reserve = reserve_start(store_arena(st), &par.reserve);
-	if (!reserve) {
-		log_err("cannot fill the reserve of locked memory: %s", strerror(errno));
-		goto out_unmount;
+	k.shm = &shm;
+	k.ready_fd = &ready_fd;
+	k.foreground = cl.foreground;
+	ret = keeper_run(&k, &unmount);
+	if (ret && !unmount) {
+		/* A worker died and could not be replaced: end as the daemon's
+		 * death did.  The exit closes /dev/fuse, which ends the
+		 * connection; the mount stays until an umount (libfuse's clean-up
+		 * would try one, and fail without privileges); the helper,
+		 * once its pipe closes, removes our memory cgroup. */
+		shm_destroy(&shm);
+		memcg_return();
+		unmounter_stop(&um, false);
+		log_stop();
+		_exit(ret);
 	}
-	fs.policy = policy_start(st, &par.policy);
-	if (!fs.policy) {
-		log_err("cannot start the policy thread: %s", strerror(errno));
-		goto out_reserve;
-	}
-	fs.dicttrain = dicttrain_start(st, &par.dicttrain);
-	if (!fs.dicttrain) {
-		log_err("cannot start the dictionary thread: %s", strerror(errno));
-		goto out_policy;
-	}
-	if (!cl.foreground) {
-		if (!journal && log_to_syslog())
-			log_warn("no syslog (/dev/log): messages are lost from now on");
-		daemon_ready(&ready_fd, journal);
-	}
-	log_info("serving %s: %llu MiB, %s, mem_limit %llu MiB, %u thread(s)%s", cl.mountpoint,
-		 (unsigned long long)(cfg.size >> 20), cfg.algorithm,
-		 (unsigned long long)(cfg.mem_limit >> 20), fs.tp.threads,
-		 fs.tp.uring_wanted ? ", FUSE over io_uring" : "");
-	if (backing) {
-		log_info("writing back to %s (%s, %s)", cfg.writeback_backing_file,
-			 cfg.writeback_enabled ? "automatic" : "on command only",
-			 backing_cipher(backing) == SEAL_NONE ? "not encrypted" :
-			 seal_cipher_name(backing_cipher(backing)));
-		store_set_make_room(st, make_room, fs.policy);
-	}
-
-	fs.tp.request_unmount = request_unmount;
-	fs.tp.unmount_arg = &um;
-	err = transport_loop(&fs.tp, se);
-	if (err)
-		log_err("request loop: %s", strerror(-err));
-	else
-		ret = 0;
-	store_set_make_room(st, NULL, NULL);
-	dicttrain_stop(fs.dicttrain);
-out_policy:
-	policy_stop(fs.policy);
-out_reserve:
-	reserve_stop(reserve);
+out_shm:
+	shm_destroy(&shm);
 out_unmount:
 	/* Without privileges the helper unmounts (nothing serves the mount
 	 * now, and a fuse mount's unmount asks nothing of the daemon); then
@@ -666,12 +556,6 @@ out_unmount:
 	fuse_session_unmount(se);
 out_session:
 	fuse_session_destroy(se);
-out_fs:
-	fs_fini(&fs);
-out_store:
-	store_destroy(st);
-out_backing:
-	backing_close(backing);
 out_helper:
 	/* Out of our own memory cgroup, if we made one, so that the helper
 	 * can remove it once we close its pipe. */

@@ -587,6 +587,17 @@ void memcg_restore(void)
 		memcg_remove(0);
 }
 
+void memcg_set_report(const struct memcg_report *r)
+{
+	static const char *const states[] = { "none", "moved", "ignored", "unknown" };
+
+	for (unsigned int i = 0; i < sizeof(states) / sizeof(states[0]); i++)
+		if (!strcmp(r->state, states[i]))
+			memcg_state.state = states[i];
+	memcg_state.limit = r->limit;
+	snprintf(memcg_state.created, sizeof(memcg_state.created), "%s", r->cgroup);
+}
+
 void memcg_get_report(struct memcg_report *r)
 {
 	r->state = memcg_state.state;

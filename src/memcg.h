@@ -125,5 +125,8 @@ struct memcg_report {
 };
 
 void memcg_get_report(struct memcg_report *r);
+/* Report what another process (a worker's keeper: keeper.h) found and did,
+ * for the stats; only the report changes, nothing is undone here. */
+void memcg_set_report(const struct memcg_report *r);
 
 #endif

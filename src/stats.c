@@ -20,6 +20,7 @@
 #include "seal.h"
 #include "stats.h"
 #include "store.h"
+#include "shm.h"
 #include "uring.h"
 
 #ifndef PR_GET_IO_FLUSHER
@@ -312,6 +313,27 @@ static void put_dict(struct text *t, struct store *st, struct dicttrain *dt,
 	put(t, STATS_K_DICT_TRAIN_PENDING, ts.pending);
 }
 
+/* The keeper's bookkeeping of workers (keeper.h); NULL: none. */
+static const struct shm_state *worker_state;
+
+void stats_set_worker(const struct shm_state *s)
+{
+	worker_state = s;
+}
+
+/* Restart safety (zswapfs(8), RESTART). */
+static void put_worker(struct text *t)
+{
+	const struct shm_state *s = worker_state;
+
+	put(t, STATS_K_RESTART_SAFE, s && s->restart_safe && atomic_load(&s->kernel_resend));
+	put(t, STATS_K_WORKER_GENERATION, s ? atomic_load(&s->generation) : 1);
+	put(t, STATS_K_WORKER_RESTARTS, s ? atomic_load(&s->restarts) : 0);
+	put(t, STATS_K_WORKER_UPGRADES, s ? atomic_load(&s->upgrades) : 0);
+	put(t, STATS_K_WORKER_RECOVERY_LAST_US, s ? atomic_load(&s->recovery_last_us) : 0);
+	put(t, STATS_K_WORKER_RECOVERY_MAX_US, s ? atomic_load(&s->recovery_max_us) : 0);
+}
+
 size_t stats_snapshot(struct store *st, struct policy *pol, struct dicttrain *dt,
 		      const struct stats_io *io, char *buf, size_t cap)
 {
@@ -398,6 +420,7 @@ size_t stats_snapshot(struct store *st, struct policy *pol, struct dicttrain *dt
 	}
 	put_reserve(&t, &as);
 	put_dict(&t, st, dt, &c);
+	put_worker(&t);
 	put_classes(&t, cls);
 	{
 		struct backing_stats bs = { 0 };

@@ -74,6 +74,11 @@ size_t stats_snapshot(struct store *st, struct policy *pol, struct dicttrain *dt
  */
 void stats_init(void);
 
+/* Report the workers' bookkeeping (restart_safe, worker_*) from the
+ * keeper's state (shm.h). */
+struct shm_state;
+void stats_set_worker(const struct shm_state *s);
+
 /* The daemon's resident memory, in bytes, from /proc/self/statm (read
  * without stdio, which would allocate). */
 uint64_t stats_rss_bytes(void);

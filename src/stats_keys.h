@@ -194,6 +194,18 @@
 	  "and with the newly trained one") \
 	X(DICT_TRAIN_PENDING, "dict_train_pending", NUM, ONE, "0/1", \
 	  "a requested training waits or runs") \
+	X(RESTART_SAFE, "restart_safe", NUM, ONE, "0/1", \
+	  "a dead worker is replaced without losing a page or a request") \
+	X(WORKER_GENERATION, "worker_generation", NUM, ONE, "count", \
+	  "the worker that serves: 1, 2, ... as they start") \
+	X(WORKER_RESTARTS, "worker_restarts", NUM, ONE, "count", \
+	  "workers started after one died") \
+	X(WORKER_UPGRADES, "worker_upgrades", NUM, ONE, "count", \
+	  "workers started by the restart command") \
+	X(WORKER_RECOVERY_LAST_US, "worker_recovery_last_us", NUM, ONE, "us", \
+	  "the last restart: from the death to the new worker serving") \
+	X(WORKER_RECOVERY_MAX_US, "worker_recovery_max_us", NUM, ONE, "us", \
+	  "the longest such time") \
 	X(CLASS_OBJS, "class_*_objs", NUM, CLASS, "count", "objects in the size class") \
 	X(CLASS_CAPACITY, "class_*_capacity", NUM, CLASS, "count", "places in the size class") \
 	X(CLASS_PAGES, "class_*_pages", NUM, CLASS, "pages", "pages of the size class") \

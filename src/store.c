@@ -14,6 +14,10 @@
 #include <sys/mman.h>
 #include <sys/types.h>
 #include <time.h>
+#include <unistd.h>
+#if defined(__x86_64__)
+#include <emmintrin.h>
+#endif
 
 #include "backing.h"
 #include "dictgen.h"
@@ -70,6 +74,7 @@ static uint8_t slot_coding(const struct slot *s)
 {
 	return (uint8_t)(s->codec | s->dict << 4);
 }
+_Static_assert(_Alignof(struct slot) == 8, "slots are 16-byte aligned by the table");
 
 /* Slots are locked by stripes: a mutex per slot would triple the table. */
 #define STORE_LOCK_STRIPES	1024u
@@ -94,7 +99,11 @@ struct store {
 	void *make_room_arg;
 
 	pthread_mutex_t counters_lock;		/* leaf lock */
-	struct store_counters counters;		/* protected by counters_lock */
+	/* protected by counters_lock; own_counters, or the caller's memory
+	 * that outlives the process (store_params.counters) */
+	struct store_counters *counters;
+	struct store_counters own_counters;
+	bool shared;				/* slots and arena are the caller's */
 
 	/* Dictionaries: the generations slots name (dictgen.h). */
 	struct dictgen dicts;
@@ -102,6 +111,15 @@ struct store {
 	 * dictionary, [1] with one: what the trainer watches for drift. */
 	_Atomic uint64_t written_pages[2], written_bytes[2];
 };
+
+_Atomic int store_crash_at;
+
+static inline void store_crash_point(enum store_crash_point n)
+{
+	if (__builtin_expect(atomic_load_explicit(&store_crash_at, memory_order_relaxed) == (int)n,
+			     0))
+		_exit(STORE_CRASH_EXIT);
+}
 
 static pthread_mutex_t *slot_lock(struct store *st, uint64_t idx)
 {
@@ -136,25 +154,45 @@ struct store *store_create(const struct store_params *p)
 	st->recomp_level = p->recomp_level;
 	st->backing = p->backing;
 	st->promote = p->promote;
-	clock_gettime(CLOCK_MONOTONIC_COARSE, &st->epoch);
+	st->counters = p->counters ? p->counters : &st->own_counters;
+	if (p->epoch)
+		st->epoch = *p->epoch;
+	else
+		clock_gettime(CLOCK_MONOTONIC_COARSE, &st->epoch);
 
-	/* An anonymous mapping reads as zeros: every slot starts SLOT_EMPTY. */
 	st->slots_bytes = st->nr_pages * sizeof(struct slot);
-	st->slots = mmap(NULL, st->slots_bytes, PROT_READ | PROT_WRITE,
-			 MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
-	if (st->slots == MAP_FAILED)
-		goto out_free;
-	st->arena = arena_create(p->mem_limit);
-	if (!st->arena)
-		goto out_unmap;
+	if (p->shared_slots) {
+		if (p->shared_slots_bytes < st->slots_bytes) {
+			errno = EINVAL;
+			goto out_free;
+		}
+		st->shared = true;
+		st->slots = p->shared_slots;
+		st->arena = arena_create_shared(p->mem_limit, p->shared_arena,
+						p->shared_arena_bytes);
+		if (!st->arena)
+			goto out_free;
+	} else {
+		/* An anonymous mapping reads as zeros: every slot starts SLOT_EMPTY. */
+		st->slots = mmap(NULL, st->slots_bytes, PROT_READ | PROT_WRITE,
+				 MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+		if (st->slots == MAP_FAILED)
+			goto out_free;
+		st->arena = arena_create(p->mem_limit);
+		if (!st->arena)
+			goto out_unmap;
+	}
 	for (i = 0; i < STORE_LOCK_STRIPES; i++)
 		pthread_mutex_init(&st->slot_locks[i], NULL);
 	pthread_mutex_init(&st->counters_lock, NULL);
 	dictgen_init(&st->dicts, st->codec, st->level, st->recomp_codec, st->recomp_level);
+	if (st->shared)
+		st->dicts.shared = p->shared_dicts;
 	return st;
 
 out_unmap:
-	munmap(st->slots, st->slots_bytes);
+	if (!st->shared)
+		munmap(st->slots, st->slots_bytes);
 out_free:
 	free(st);
 	return NULL;
@@ -167,7 +205,8 @@ void store_destroy(struct store *st)
 	if (!st)
 		return;
 	arena_destroy(st->arena);
-	munmap(st->slots, st->slots_bytes);
+	if (!st->shared)
+		munmap(st->slots, st->slots_bytes);
 	dictgen_fini(&st->dicts);
 	for (i = 0; i < STORE_LOCK_STRIPES; i++)
 		pthread_mutex_destroy(&st->slot_locks[i]);
@@ -303,8 +342,8 @@ static void count_replace(struct store *st, const struct slot *old, const struct
 	if (old->state == SLOT_ARENA || old->state == SLOT_BACKING)
 		dictgen_unpin(&st->dicts, old->dict);
 	pthread_mutex_lock(&st->counters_lock);
-	count_slot(&st->counters, old, -1);
-	count_slot(&st->counters, new, 1);
+	count_slot(st->counters, old, -1);
+	count_slot(st->counters, new, 1);
 	pthread_mutex_unlock(&st->counters_lock);
 }
 
@@ -319,7 +358,7 @@ static void count_add(struct store *st, uint64_t *field, uint64_t n)
 void store_get_counters(struct store *st, struct store_counters *c)
 {
 	pthread_mutex_lock(&st->counters_lock);
-	*c = st->counters;
+	*c = *st->counters;
 	pthread_mutex_unlock(&st->counters_lock);
 }
 
@@ -412,6 +451,7 @@ static int page_prepare(struct store *st, struct store_worker *w, uint64_t idx,
 		dictgen_unpin(&st->dicts, out->dict);
 		return err;
 	}
+	store_crash_point(STORE_CP_ALLOCATED);
 	memcpy(arena_map(st->arena, handle), data, (size_t)clen);
 	out->state = SLOT_ARENA;
 	out->loc = handle;
@@ -428,13 +468,38 @@ static void slot_release(struct store *st, const struct slot *s)
 		backing_free(st->backing, s->loc, s->size);
 }
 
+/*
+ * Write a whole slot with one instruction, so that a process killed at any
+ * moment leaves either the old slot or the new one, never half of each (see
+ * "Restart" in store.h).  Visibility to other threads is the slot lock's
+ * business; this is only about where a kill can fall.
+ */
+static inline void slot_publish(struct slot *dst, const struct slot *src)
+{
+#if defined(__x86_64__)
+	__m128i v;
+
+	memcpy(&v, src, sizeof(v));
+	/* The object's bytes are written before the slot names them. */
+	atomic_signal_fence(memory_order_seq_cst);
+	_mm_store_si128((__m128i *)(void *)dst, v);	/* one movdqa */
+#else
+	unsigned __int128 v;
+
+	memcpy(&v, src, sizeof(v));
+	__atomic_store_n((unsigned __int128 *)(void *)dst, v, __ATOMIC_RELEASE);
+#endif
+}
+
 /* Install a prepared slot; the caller holds the slot lock.  Returns the
  * slot it replaced, which the caller releases after unlocking. */
 static struct slot slot_swap_locked(struct store *st, uint64_t idx, const struct slot *new)
 {
 	struct slot old = st->slots[idx];
 
-	st->slots[idx] = *new;
+	store_crash_point(STORE_CP_BEFORE_PUBLISH);
+	slot_publish(&st->slots[idx], new);
+	store_crash_point(STORE_CP_AFTER_PUBLISH);
 	count_replace(st, &old, new);
 	return old;
 }
@@ -501,7 +566,7 @@ static int backing_object_load(struct store *st, struct store_worker *w, uint64_
 
 	if (len != s->size || codec != slot_coding(s))
 		return -EIO;
-	count_add(st, &st->counters.bd_reads, 1);
+	count_add(st, &st->counters->bd_reads, 1);
 	err = object_load(st, w, s, obj, page);
 	if (!err && freed && st->promote)
 		promote_locked(st, idx, obj, freed);
@@ -626,7 +691,7 @@ static int page_read(struct store *st, struct store_worker *w, uint64_t idx, voi
 	pthread_mutex_unlock(lock);
 	slot_release(st, &freed);
 	if (err)
-		count_add(st, &st->counters.failed_reads, 1);
+		count_add(st, &st->counters->failed_reads, 1);
 	return err;
 }
 
@@ -692,7 +757,7 @@ static int page_patch(struct store *st, struct store_worker *w, uint64_t idx,
 	err = slot_load_locked(st, w, idx, w->pbuf, NULL);
 	if (err) {
 		pthread_mutex_unlock(lock);
-		count_add(st, &st->counters.failed_reads, 1);
+		count_add(st, &st->counters->failed_reads, 1);
 		return err;
 	}
 	if (data)
@@ -746,7 +811,7 @@ ssize_t store_read(struct store *st, struct store_worker *w, uint64_t off, void 
 			return err;
 		done += n;
 	}
-	count_add(st, &st->counters.pages_read, (len + STORE_PAGE_SIZE - 1) >> STORE_PAGE_SHIFT);
+	count_add(st, &st->counters->pages_read, (len + STORE_PAGE_SIZE - 1) >> STORE_PAGE_SHIFT);
 	return (ssize_t)len;
 }
 
@@ -763,7 +828,7 @@ int store_write(struct store *st, struct store_worker *w, uint64_t off, const vo
 	int err = 0;
 
 	if (range_outside(st, off, len)) {
-		count_add(st, &st->counters.invalid_io, 1);
+		count_add(st, &st->counters->invalid_io, 1);
 		return -EFBIG;
 	}
 	while (done < len) {
@@ -785,9 +850,9 @@ int store_write(struct store *st, struct store_worker *w, uint64_t off, const vo
 	/* The reserve was dry: to the kernel, as a full arena. */
 	if (err == -EAGAIN)
 		err = -ENOSPC;
-	count_add(st, &st->counters.pages_written, (done + STORE_PAGE_SIZE - 1) >> STORE_PAGE_SHIFT);
+	count_add(st, &st->counters->pages_written, (done + STORE_PAGE_SIZE - 1) >> STORE_PAGE_SHIFT);
 	if (err && err != -EIO)
-		count_add(st, &st->counters.failed_writes, 1);
+		count_add(st, &st->counters->failed_writes, 1);
 	return err;
 }
 
@@ -802,7 +867,7 @@ static void page_discard(struct store *st, uint64_t idx)
 	pthread_mutex_unlock(lock);
 	slot_release(st, &old);
 	if (old.state != SLOT_EMPTY)
-		count_add(st, &st->counters.notify_free, 1);
+		count_add(st, &st->counters->notify_free, 1);
 }
 
 int store_discard(struct store *st, struct store_worker *w, uint64_t off, uint64_t len)
@@ -811,7 +876,7 @@ int store_discard(struct store *st, struct store_worker *w, uint64_t off, uint64
 	int err;
 
 	if (range_outside(st, off, len)) {
-		count_add(st, &st->counters.invalid_io, 1);
+		count_add(st, &st->counters->invalid_io, 1);
 		return -EFBIG;
 	}
 	while (done < len) {
@@ -950,7 +1015,7 @@ enum store_recomp_result store_recompress(struct store *st, struct store_worker 
 		st->slots[idx].flags |= SLOT_RECOMP_PENDING;
 	pthread_mutex_unlock(lock);
 	if (err) {
-		count_add(st, &st->counters.failed_reads, 1);
+		count_add(st, &st->counters->failed_reads, 1);
 		return STORE_RECOMP_NOT_ELIGIBLE;
 	}
 
@@ -965,13 +1030,13 @@ enum store_recomp_result store_recompress(struct store *st, struct store_worker 
 				   STORE_HUGE_SIZE);
 	if (clen <= 0 || (unsigned int)clen > STORE_HUGE_SIZE) {
 		recomp_done(st, idx, true);
-		count_add(st, &st->counters.recompress_incompressible, 1);
+		count_add(st, &st->counters->recompress_incompressible, 1);
 		ret = STORE_RECOMP_INCOMPRESSIBLE;
 		goto out_unpin;
 	}
 	if ((size_t)clen + threshold > then.size) {
 		recomp_done(st, idx, true);
-		count_add(st, &st->counters.recompress_skipped, 1);
+		count_add(st, &st->counters->recompress_skipped, 1);
 		ret = STORE_RECOMP_SKIPPED;
 		goto out_unpin;
 	}
@@ -1002,11 +1067,74 @@ enum store_recomp_result store_recompress(struct store *st, struct store_worker 
 	old = slot_swap_locked(st, idx, &new);
 	pthread_mutex_unlock(lock);
 	slot_release(st, &old);
-	count_add(st, &st->counters.recompressed, 1);
+	count_add(st, &st->counters->recompressed, 1);
 	ret = STORE_RECOMP_DONE;
 out_unpin:
 	dictgen_unpin(&st->dicts, gen);
 	return ret;
+}
+
+/* ---- restart ------------------------------------------------------------ */
+
+int store_adopt(struct store *st, uint64_t *bad_idx)
+{
+	struct store_counters *c = st->counters;
+	uint64_t idx;
+	int err;
+
+	if (!st->shared)
+		return -EINVAL;
+	/* The dictionaries first: the slots' generations must exist. */
+	err = dictgen_restore(&st->dicts);
+	if (err) {
+		*bad_idx = 0;
+		return err;
+	}
+	/* What the slots say is recounted; the rest carries on. */
+	pthread_mutex_lock(&st->counters_lock);
+	c->pages_stored = c->compr_data_size = c->same_pages = c->huge_pages = 0;
+	c->bd_count = 0;
+	c->dict_pages = c->dict_data_size = c->nodict_pages = c->nodict_data_size = 0;
+	memset(c->codec_pages, 0, sizeof(c->codec_pages));
+	memset(c->codec_bytes, 0, sizeof(c->codec_bytes));
+	for (idx = 0; idx < st->nr_pages; idx++) {
+		struct slot *s = &st->slots[idx];
+
+		/* Staged copies died with the process that staged them. */
+		s->flags &= (uint8_t)~(SLOT_WB_PENDING | SLOT_RECOMP_PENDING);
+		switch (s->state) {
+		case SLOT_EMPTY:
+		case SLOT_SAME:
+			err = 0;
+			break;
+		case SLOT_ARENA:
+			err = s->codec < CODEC_COUNT && s->size && s->size <= STORE_PAGE_SIZE &&
+			      s->size <= arena_obj_capacity(st->arena, s->loc) ?
+			      arena_adopt(st->arena, s->loc, (uint32_t)idx) : -EINVAL;
+			/* Its generation's refs, recounted (dictgen.h). */
+			if (!err && s->dict) {
+				if (atomic_load(&st->dicts.e[s->dict].live) &&
+				    dictgen_for_codec(&st->dicts, s->dict, s->codec))
+					dictgen_ref(&st->dicts, s->dict);
+				else
+					err = -ENOENT;	/* a dictionary that is gone */
+			}
+			break;
+		default:	/* a backing file's pages are not adopted yet */
+			err = -EOPNOTSUPP;
+			break;
+		}
+		if (err) {
+			pthread_mutex_unlock(&st->counters_lock);
+			*bad_idx = idx;
+			return err;
+		}
+		count_slot(c, s, 1);
+	}
+	pthread_mutex_unlock(&st->counters_lock);
+	/* Generations no slot names (reaped before the death, or never used). */
+	dictgen_reap(&st->dicts);
+	return arena_adopt_done(st->arena);
 }
 
 /* ---- compaction -------------------------------------------------------- */
@@ -1025,6 +1153,9 @@ static int store_migrate(void *cookie, uint32_t owner, uint64_t old_handle, cons
 		return -EAGAIN;
 	if (s->state == SLOT_ARENA && s->loc == old_handle) {
 		memcpy(new, old, size);
+		store_crash_point(STORE_CP_MIGRATE_COPIED);
+		/* The copy is whole before the slot names it: one 8-byte store. */
+		atomic_signal_fence(memory_order_seq_cst);
 		s->loc = new_handle;
 		ret = 0;
 	}
@@ -1143,5 +1274,5 @@ void store_wb_commit(struct store *st, const struct store_wb_entry *e, size_t n,
 		}
 	}
 	if (res->pages)
-		count_add(st, &st->counters.bd_writes, res->pages);
+		count_add(st, &st->counters->bd_writes, res->pages);
 }

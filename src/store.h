@@ -59,6 +59,31 @@
  * Against the order: arena_compact() calls the store back (store_migrate)
  * with a class lock held, so it only try-locks the slot, and skips the
  * object when that fails.  arena_free() is called with no slot lock held.
+ *
+ * Restart.  With store_params.shared_slots, the slot table and the arena's
+ * object bytes live in memory that outlives the process (shm.h); a process
+ * killed between any two instructions leaves a store that the next one
+ * adopts (store_adopt) with nothing lost but the request in flight, which
+ * the kernel sends again.  The slot table is the only truth; the arena's
+ * free lists, spans and counters are private and rebuilt from it.  What
+ * makes every update safe to interrupt:
+ *   1. A new object is allocated, then its bytes written, then the slot is
+ *      published with one 16-byte store (slot_publish).  Killed before the
+ *      publish: the slot still names the old object, the new one is named by
+ *      no slot and is free again after adoption.
+ *   2. The old object is freed only after the publish.  Killed in between:
+ *      no slot names it, so it is free again.  An object is never written
+ *      after its slot names it, and freeing touches only private metadata.
+ *   3. Compaction copies the object whole, then switches the slot's handle
+ *      with one 8-byte store, then frees the old place: as 1 and 2.
+ *   4. Other in-place slot updates are one store each (atime, a flag byte);
+ *      SLOT_WB_PENDING and SLOT_RECOMP_PENDING describe copies staged in the
+ *      dead process's private memory and are cleared by adoption.
+ *   5. Pages of a span are given back (MADV_REMOVE) only when no object
+ *      lives in them; adoption punches whatever no live object needs.
+ * Counters that the slots determine are recounted; the others
+ * (store_params.counters) carry on, give or take the request in flight.
+ * Tested at the numbered points of enum store_crash_point (check_store).
  */
 #ifndef ZSWAPFS_STORE_H
 #define ZSWAPFS_STORE_H
@@ -66,7 +91,9 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdatomic.h>
 #include <sys/types.h>
+#include <time.h>
 
 #include "arena.h"
 #include "codec.h"
@@ -101,7 +128,46 @@ struct store_params {
 					 * Not owned: close it after store_destroy(). */
 	bool promote;			/* a read brings a written-back page back to
 					 * the arena when it has room */
+	/*
+	 * Restart-safe memory (see "Restart" above), all owned by the caller;
+	 * NULL: private memory.  shared_slots: at least size / 4096 * 16 bytes,
+	 * zero (all empty) or as a dead store left them; shared_arena: the
+	 * arena's segment (arena_create_shared).
+	 */
+	void *shared_slots;
+	uint64_t shared_slots_bytes;
+	void *shared_arena;
+	uint64_t shared_arena_bytes;
+	/* DICTGEN_SHARED_BYTES for the dictionaries' bytes (dictgen.h) */
+	void *shared_dicts;
+	struct store_counters *counters;	/* NULL: the store's own */
+	const struct timespec *epoch;		/* CLOCK_MONOTONIC_COARSE origin of
+						 * atimes; NULL: now */
 };
+
+struct store;
+
+/*
+ * Adopt what a dead store left in the shared memory (store_params), before
+ * any other use: slot counters recounted, pending flags cleared, every
+ * arena object a slot names adopted (arena.h).  0, or -EINVAL (*bad_idx:
+ * a slot that cannot be right) or -EOPNOTSUPP (a written-back page) or
+ * -ENOMEM; the store must then not be used.
+ */
+int store_adopt(struct store *st, uint64_t *bad_idx);
+
+/* Points where a test kills the process (store_crash_at = n: _exit with
+ * STORE_CRASH_EXIT there).  0: never. */
+enum store_crash_point {
+	STORE_CP_NONE,
+	STORE_CP_ALLOCATED,		/* object allocated, bytes not written */
+	STORE_CP_BEFORE_PUBLISH,	/* bytes written, slot not published */
+	STORE_CP_AFTER_PUBLISH,		/* published, old object not freed */
+	STORE_CP_MIGRATE_COPIED,	/* compaction: copied, slot not switched */
+	STORE_CP_COUNT,
+};
+#define STORE_CRASH_EXIT	86
+extern _Atomic int store_crash_at;
 
 /* Per-thread state: codec contexts and page buffers.  Never shared. */
 struct store_worker {

@@ -185,7 +185,7 @@ static void *loop_thread(void *arg)
 
 	current_thread = t;
 	reserve_prepare_thread();	/* serving must not fault: reserve.h */
-	while (!fuse_session_exited(t->se)) {
+	while (!fuse_session_exited(t->se) && !atomic_load(&t->tp->leave_loop)) {
 		t->read_err = 0;
 		res = fuse_session_receive_buf(t->se, &buf);
 		if (res > 0) {
@@ -247,11 +247,17 @@ static void dev_read_error(void *arg, int err)
 		current_thread->read_err = err;
 }
 
+/* The session's userdata is the file system's: the hooks are found here. */
+static const struct transport_dev_hooks *dev_hooks;
+
 static ssize_t dev_read(int fd, void *buf, size_t len, void *userdata)
 {
+	const struct transport_dev_hooks *hooks = dev_hooks;
 	ssize_t n = read(fd, buf, len);
 
 	(void)userdata;
+	if (n > 0 && hooks)
+		hooks->on_read(hooks->arg, buf, (size_t)n);
 	/* The errors of normal operation go to libfuse as they are. */
 	if (n < 0 && errno != EAGAIN && errno != EINTR && errno != ENOENT && errno != ENODEV) {
 		dev_read_error(NULL, -errno);
@@ -262,14 +268,30 @@ static ssize_t dev_read(int fd, void *buf, size_t len, void *userdata)
 
 static ssize_t dev_writev(int fd, struct iovec *iov, int count, void *userdata)
 {
+	const struct transport_dev_hooks *hooks = dev_hooks;
+
 	(void)userdata;
+	if (hooks && hooks->on_reply(hooks->arg, iov, count)) {
+		size_t len = 0;
+
+		for (int i = 0; i < count; i++)
+			len += iov[i].iov_len;
+		return (ssize_t)len;
+	}
 	return writev(fd, iov, count);
+}
+
+void transport_leave_loop(struct transport *tp)
+{
+	atomic_store(&tp->leave_loop, true);
+	wake_loop(tp);
 }
 
 int transport_install_io(struct transport *tp, struct fuse_session *se)
 {
 	static const struct fuse_custom_io io = { .read = dev_read, .writev = dev_writev };
 
+	dev_hooks = tp->dev_hooks;
 	if (tp->uring_wanted)	/* the rings' session reads for us already */
 		return 0;
 	return fuse_session_custom_io(se, &io, fuse_session_fd(se)) ? -EIO : 0;

@@ -23,6 +23,7 @@
 #include <stdatomic.h>
 #include <stdbool.h>
 #include <stdint.h>
+#include <sys/uio.h>
 #include <time.h>
 
 #include "stats.h"
@@ -49,6 +50,21 @@ struct transport {
 	_Atomic bool unmount_requested;
 
 	bool uring_wanted;		/* FUSE over io_uring asked for (uring.h) */
+
+	/* Restart (restart.h): seen after every read of /dev/fuse and before
+	 * every reply written to it; NULL: none.  Set before
+	 * transport_install_io. */
+	const struct transport_dev_hooks *dev_hooks;
+	_Atomic bool leave_loop;	/* transport_leave_loop() was called */
+};
+
+struct transport_dev_hooks {
+	/* A request of len bytes was read into buf. */
+	void (*on_read)(void *arg, const void *buf, size_t len);
+	/* A reply is about to be written; true: do not write it (it counts as
+	 * written). */
+	bool (*on_reply)(void *arg, const struct iovec *iov, int count);
+	void *arg;
 };
 
 /* What a serving thread has: made when it starts, used by every request it
@@ -112,5 +128,10 @@ int transport_install_signal_handlers(struct transport *tp);
  * sits on us, exiting would take every swapped-out page with it.  0 or
  * -errno. */
 int transport_loop(struct transport *tp, struct fuse_session *se);
+
+/* Have transport_loop return 0 once every request read so far is answered;
+ * the others stay queued in the kernel for the next worker.  From any
+ * thread. */
+void transport_leave_loop(struct transport *tp);
 
 #endif

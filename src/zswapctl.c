@@ -16,6 +16,7 @@
 #include <fcntl.h>
 #include <limits.h>
 #include <stdarg.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <string.h>
 #include <unistd.h>
@@ -108,6 +109,50 @@ static int cmd_control(int argc, char **argv)
 }
 
 /*
+ * restart MOUNT: the daemon's worker answers what it has read and exits, and
+ * its keeper starts a new one from the binary on disk; wait (30 s at most)
+ * until a new worker serves, and say whether it was that one.
+ */
+static int cmd_restart(int argc, char **argv)
+{
+	uint64_t gen, up, re, gen2, up2, re2;
+	char mnt[PATH_MAX];
+	int err, i, rc;
+
+	if (argc >= 2 && (!strcmp(argv[1], "-h") || !strcmp(argv[1], "--help")))
+		return CTL_SHOW_HELP;
+	if (argc != 2)
+		return ctl_usage_error("restart: one MOUNT expected");
+	if (ctl_mount_resolve(argv[1], mnt, sizeof(mnt)))
+		return CTL_EXIT_ERR;
+	err = ctl_worker_counts(mnt, &gen, &up, &re);
+	if (err) {
+		ctl_err("%s: %s", argv[1], err == -EOPNOTSUPP ? "this daemon cannot restart its "
+			"worker (a version before zswapfs had a keeper)" : strerror(-err));
+		return CTL_EXIT_ERR;
+	}
+	rc = cmd_control(argc, argv);
+	if (rc)
+		return rc;
+	/* The stats are served by whichever worker serves: the next one. */
+	for (i = 0; i < 300; i++) {
+		if (!ctl_worker_counts(mnt, &gen2, &up2, &re2) && gen2 > gen) {
+			if (up2 > up && re2 == re) {
+				printf("%s: worker %llu serves (from the binary on disk)\n", argv[1],
+				       (unsigned long long)gen2);
+				return 0;
+			}
+			ctl_err("%s: the new worker did not take over (worker %llu serves; the "
+				"daemon's log says why)", argv[1], (unsigned long long)gen2);
+			return CTL_EXIT_ERR;
+		}
+		usleep(100000);
+	}
+	ctl_err("%s: no new worker serves after 30 s", argv[1]);
+	return CTL_EXIT_ERR;
+}
+
+/*
  * The commands besides the control file's (control_cmds.h), in the order
  * help lists them: the name, what follows it in the usage line, and the
  * help (continuation lines indented as printed).
@@ -196,6 +241,8 @@ int main(int argc, char **argv)
 	/* no command, or options first: status, as zramctl */
 	if (argc < 2 || argv[1][0] == '-')
 		rc = ctl_cmd_status(argc, argv);
+	else if (!strcmp(argv[1], "restart"))
+		rc = cmd_restart(argc - 1, argv + 1);
 	else if (control_find(argv[1]))
 		rc = cmd_control(argc - 1, argv + 1);
 	else

@@ -195,6 +195,28 @@ static uint64_t stat_u64(const struct ctl_stats *st, enum stats_key_id id)
 	return stat_u64_each(st, id, NULL);
 }
 
+/* ---- restart ------------------------------------------------------------- */
+
+int ctl_worker_counts(const char *mnt, uint64_t *gen, uint64_t *upgrades, uint64_t *restarts)
+{
+	struct ctl_stats *st = malloc(sizeof(*st));
+	int err;
+
+	if (!st)
+		return -ENOMEM;
+	err = stats_read(mnt, st);
+	if (!err) {
+		if (!stat_str(st, STATS_K_WORKER_GENERATION))
+			err = -EOPNOTSUPP;
+		*gen = stat_u64(st, STATS_K_WORKER_GENERATION);
+		*upgrades = stat_u64(st, STATS_K_WORKER_UPGRADES);
+		*restarts = stat_u64(st, STATS_K_WORKER_RESTARTS);
+		stats_free(st);
+	}
+	free(st);
+	return err;
+}
+
 /* ---- status -------------------------------------------------------------- */
 
 static void fmt_size(char *buf, size_t len, uint64_t bytes, bool raw)

@@ -36,7 +36,11 @@ zero_ref() {
 	fallocate --punch-hole --keep-size --offset "$1" --length "$2" "$REF"
 }
 
-rss_kib() { awk '$1 == "VmRSS:" { print $2 }' "/proc/$ZS_PID/status"; }
+# the worker's (the keeper's child that serves: zswapfs(8), RESTART), where
+# the pages are mapped
+rss_kib() {
+	awk '$1 == "VmRSS:" { print $2 }' "/proc/$(pgrep -P "$ZS_PID" -x zswapfs)/status"
+}
 
 gen_data "$ZS_TMP/text" 4096 text 11
 truncate -s 1G "$REF"

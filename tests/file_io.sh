@@ -427,11 +427,11 @@ done
 # they start with a good command, and change nothing (no compaction, no
 # recompression pass queued, not one figure).
 pad() { printf '%*s' "$1" ''; }
-# Left out: what moves by itself (the daemon's RSS; the reserve thread's
-# rate and refills, and the arena's mapped memory it trims) and requests
-# over io_uring (the control writes are some).
+# Left out: what moves by itself (the daemon's RSS, the reserve thread's
+# rate and refills, and the chunks and descriptor pages those map) and
+# requests over io_uring (the control writes are some).
 stats_now() {
-	zs_run 10 grep -Ev '^(rss_bytes|arena_mapped_bytes|uring_reqs|reserve_[a-z_]+) ' \
+	zs_run 10 grep -Ev '^(rss_bytes|uring_reqs|reserve_[a-z_]+|arena_mapped_bytes|arena_desc_[a-z_]+) ' \
 		"$ZS_MNT/stats"
 }
 stats_now >"$ZS_TMP/stats.before"

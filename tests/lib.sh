@@ -189,6 +189,8 @@ zs_start() {
 	ZS_MNT=$(mktemp -d "${TMPDIR:-/tmp}/zswapfs-mnt.XXXXXX")
 	ZS_LOG=$ZS_TMP/daemon.$RANDOM.log
 	[ "${ZS_FUSE_URING:-0}" != 1 ] || zs_uring_enable
+	# FUSE over io_uring is not restart-safe: only without worker restart
+	[ "${ZS_FUSE_URING:-0}" != 1 ] || set -- "$@" -o worker_restart=false
 	# setsid: a ^C on the terminal must not kill the daemon while a swap device
 	# still sits on it; the clean-up then takes things down in order.
 	setsid "$ZSWAPFS" "${src[@]}" "$ZS_MNT" -f "$@" >"$ZS_LOG" 2>&1 </dev/null &

@@ -3,10 +3,13 @@
 # shellcheck source-path=SCRIPTDIR
 #
 # Least privilege and locked memory (issue 9, parts 4 and 5).
-#  - After start-up every thread of the daemon has no capability left but
-#    CAP_IPC_LOCK, and that one only when RLIMIT_MEMLOCK could not be raised
-#    to unlimited (then the arena needs it to lock pages again); the same in
-#    the bounding set; NoNewPrivs is set; the stats file says what was kept.
+#  - After start-up every thread of the daemon (the keeper and its worker)
+#    has no capability left but CAP_IPC_LOCK, and that one only when
+#    RLIMIT_MEMLOCK could not be raised to unlimited (then the arena needs it
+#    to lock pages again); the same in the bounding set; NoNewPrivs is set;
+#    the stats file says what was kept.  The keeper passes CAP_IPC_LOCK on to
+#    the workers it execs as an ambient capability, and nothing else; the
+#    worker keeps none inheritable or ambient.
 #  - The unmount helper keeps CAP_SYS_ADMIN and nothing else, holds no
 #    descriptor of the daemon's but its pipe, and a SIGTERM still unmounts.
 #  - request_nice: set before the drop, every request thread has it (here
@@ -49,20 +52,26 @@ else
 fi
 [ "$kept" = "$want" ] ||
 	fail "stats: capabilities $kept, expected $want (memory_locked $locked, memlock limit $memlock)"
+worker=$(pgrep -P "$pid" -x zswapfs) || fail "no worker (zswapfs child) of keeper $pid"
 threads=0
-for task in /proc/"$pid"/task/*; do
-	tid=${task##*/}
-	threads=$((threads + 1))
-	for f in CapEff CapPrm CapBnd; do
-		v=$(capfield "$pid" "$tid" $f)
-		[ "$v" = "$(hex "$want")" ] || fail "thread $tid: $f $v, expected $(hex "$want")"
+for p in "$pid" "$worker"; do
+	# what the keeper passes to the workers it execs
+	inh=0
+	[ "$p" != "$pid" ] || inh=$want
+	for task in /proc/"$p"/task/*; do
+		tid=${task##*/}
+		[ "$p" = "$pid" ] || threads=$((threads + 1))
+		for f in CapEff CapPrm CapBnd; do
+			v=$(capfield "$p" "$tid" $f)
+			[ "$v" = "$(hex "$want")" ] || fail "thread $tid: $f $v, expected $(hex "$want")"
+		done
+		for f in CapInh CapAmb; do
+			v=$(capfield "$p" "$tid" $f)
+			[ "$v" = "$(hex "$inh")" ] || fail "thread $tid: $f $v, expected $(hex "$inh")"
+		done
+		[ "$(awk '$1 == "NoNewPrivs:" { print $2 }' "$task/status")" = 1 ] ||
+			fail "thread $tid: NoNewPrivs is not 1"
 	done
-	for f in CapInh CapAmb; do
-		v=$(capfield "$pid" "$tid" $f)
-		[ "$v" = "$(hex 0)" ] || fail "thread $tid: $f $v, expected none"
-	done
-	[ "$(awk '$1 == "NoNewPrivs:" { print $2 }' "$task/status")" = 1 ] ||
-		fail "thread $tid: NoNewPrivs is not 1"
 done
 [ "$threads" -ge 2 ] || fail "only $threads thread(s): expected the request, policy and log threads"
 log "ok: $threads threads, each with capabilities $(hex "$want") (memory_locked $locked," \
@@ -75,19 +84,29 @@ zs_umount
 # nice TASKDIR: a thread's nice value (field 19 of stat; comm has no blanks)
 nice_of() { awk '{ print $19 }' "$1/stat"; }
 zs_mount size=64M,threads=2,request_nice=-5
+# the worker's threads serve (the keeper has it from before the drop, and
+# every worker inherits it)
+worker=$(pgrep -P "$ZS_PID" -x zswapfs) || fail "no worker (zswapfs child) of keeper $ZS_PID"
 at=0
-for task in /proc/"$ZS_PID"/task/*; do
+for task in /proc/"$worker"/task/*; do
 	case $(cat "$task/comm") in
 	zswapfs-policy) [ "$(nice_of "$task")" = 19 ] ||
 		fail "the policy thread runs at nice $(nice_of "$task")" ;;
 	*) [ "$(nice_of "$task")" = -5 ] && at=$((at + 1)) ;;
 	esac
 done
-[ "$(nice_of "/proc/$ZS_PID/task/$ZS_PID")" = -5 ] ||
-	fail "request thread 0 runs at nice $(nice_of "/proc/$ZS_PID/task/$ZS_PID"), not -5"
+[ "$(nice_of "/proc/$worker/task/$worker")" = -5 ] ||
+	fail "request thread 0 runs at nice $(nice_of "/proc/$worker/task/$worker"), not -5"
 [ "$at" -ge 2 ] || fail "only $at thread(s) at nice -5: two request threads were asked for"
 dd if=/dev/urandom of="$ZS_MNT/swap" bs=1M count=4 oflag=direct status=none ||
 	fail "writing at request_nice=-5 failed"
+# a worker started after a death has it too
+kill -KILL "$worker"
+zs_stat "$ZS_MNT" worker_generation >/dev/null
+worker2=$(pgrep -P "$ZS_PID" -x zswapfs) || fail "no worker after a kill"
+[ "$worker2" != "$worker" ] || fail "the killed worker still serves"
+[ "$(nice_of "/proc/$worker2/task/$worker2")" = -5 ] ||
+	fail "the restarted worker runs at nice $(nice_of "/proc/$worker2/task/$worker2"), not -5"
 log "ok: request_nice=-5: $at threads at -5, the policy thread at 19"
 zs_umount
 zs_mount size=64M

@@ -118,10 +118,11 @@ watchdog_start() {
 	(
 		nap "$1"
 		log "watchdog: $2 still running after $1 s"
-		for t in /proc/"$ZS_PID"/task/*; do
+		for t in /proc/"$ZS_PID"/task/* /proc/"$(worker_pid)"/task/*; do
 			log "  daemon thread $(cat "$t/comm" 2>/dev/null):" \
 				"$(awk '{ print $3 }' "$t/stat" 2>/dev/null)" \
 				"$(cat "$t/wchan" 2>/dev/null)"
+			cat "$t/stack" 2>/dev/null | head -n 12 >&2
 		done
 		cg_raise
 		for m in "${_zs_mounts[@]}"; do zs_fuse_abort "$m"; done
@@ -138,10 +139,15 @@ watchdog_stop() {
 	[ "$_zs_fired" = 0 ] || fail "hang: $WATCHDOG_WHAT (the watchdog aborted it)"
 }
 
-# Minor faults of the daemon's request thread (the main thread: threads=1),
-# field 10 of its stat; /proc reads that never wait on the daemon.
+# The worker: the keeper's child that serves (zswapfs(8), RESTART).
+worker_pid() { pgrep -P "$ZS_PID" -x zswapfs; }
+
+# Minor faults of the daemon's request thread (the worker's main thread:
+# threads=1), field 10 of its stat; /proc reads that never wait on the daemon.
 request_faults() {
-	awk '{ print $10 }' "/proc/$ZS_PID/task/$ZS_PID/stat"
+	local w
+	w=$(worker_pid)
+	awk '{ print $10 }' "/proc/$w/task/$w/stat"
 }
 
 # no_faults_since N: the request thread took no page fault since it had N.

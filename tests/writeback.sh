@@ -75,8 +75,10 @@ zs_mount "size=256M,writeback.backing_file=$ZS_TMP/backing1"
 mnt=$ZS_MNT
 # The background thread's disk I/O is in the idle class: a swap-in's read
 # goes first (it takes the best-effort class only while a write waits).
-policy_tid=$(grep -lx zswapfs-policy /proc/"$ZS_PID"/task/*/comm | head -1 | cut -d/ -f5)
-[ -n "$policy_tid" ] || fail "no zswapfs-policy thread in $ZS_PID"
+# (in the worker, the keeper's child, which runs the threads)
+worker=$(pgrep -P "$ZS_PID" -x zswapfs) || fail "no worker (zswapfs child) of keeper $ZS_PID"
+policy_tid=$(grep -lx zswapfs-policy /proc/"$worker"/task/*/comm | head -1 | cut -d/ -f5)
+[ -n "$policy_tid" ] || fail "no zswapfs-policy thread in worker $worker"
 v=$(ionice -p "$policy_tid") || fail "ionice -p $policy_tid failed"
 [ "$v" = idle ] || fail "the policy thread's I/O class is '$v', not idle"
 zs_run 60 dd if="$data" of="$mnt/swap" bs=1M oflag=direct conv=notrunc status=none ||
@@ -305,7 +307,8 @@ log "part 2: swap, mem_limit=${MEM_LIMIT_MIB}M," \
 # default waits for half), so that it never fills.
 zs_mount "size=${SIZE_MIB}M,mem_limit=${MEM_LIMIT_MIB}M,writeback.backing_file=$ZS_TMP/backing2,writeback.max_size=${BACKING_MIB}M,recompress.idle_age=1,writeback.compact_threshold=90"
 mnt=$ZS_MNT
-pid=$ZS_PID
+# VmRSS of the worker, which holds the memory (the keeper's is small)
+pid=$(pgrep -P "$ZS_PID" -x zswapfs) || fail "no worker (zswapfs child) of keeper $ZS_PID"
 rss_start=$(zs_stat "$mnt" rss_bytes)
 reserve_start=$(zs_stat "$mnt" reserve_bytes)
 log "at start: rss_bytes $rss_start, reserve_bytes $reserve_start"

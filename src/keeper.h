@@ -1,0 +1,79 @@
+/* SPDX-License-Identifier: GPL-2.0-or-later */
+/*
+ * keeper: the process that mounts, and holds what must outlive the process
+ * that serves (issue 11).  It keeps the /dev/fuse open file (the same open
+ * file the workers serve, never a FUSE_DEV_IOC_CLONE, whose requests die
+ * with it), the unmount helper's pipe and the shared memory (shm.h), and
+ * starts workers (worker.h) by fork + exec of the binary on disk, with those
+ * descriptors inherited.  It never reads or polls /dev/fuse (a poller is
+ * woken by every request), allocates nothing once started, and waits on the
+ * worker's pidfd and on a signalfd:
+ *   - a worker that exits 0 saw the kernel end the connection: so does the
+ *     keeper;
+ *   - SIGTERM, SIGINT, SIGHUP go to the worker, whose rules decide (a stop
+ *     waits while `swap` is open: fs.h); one that comes while no worker
+ *     serves waits for the next;
+ *   - `restart` (control.h): the worker answers what it has read and exits
+ *     RESTART_EXIT_AGAIN; a new one starts from the binary on disk;
+ *   - a worker that dies otherwise is replaced at once, when restart-safe
+ *     (worker_restart = true, no backing file yet, and a kernel with
+ *     FUSE_NOTIFY_RESEND); otherwise the keeper exits and the connection
+ *     ends, as it did when the daemon died.  KEEPER_BURST deaths in a row
+ *     within KEEPER_BURST_NS of workers that served less than
+ *     KEEPER_SHORT_LIFE_NS (or never): a crash loop; the next start waits,
+ *     from 1 s doubling up to 16 s, and the log says so.  A worker killed
+ *     after it served a while (an admin's kill -9, the OOM killer, a test
+ *     that kills every second) is replaced at once, however often;
+ *   - a worker that refuses the connection (RESTART_EXIT_REFUSED: another
+ *     layout or INIT reply) is replaced by the keeper's own binary
+ *     (/proc/self/exe); if that refuses too, the keeper ends the connection.
+ */
+#ifndef ZSWAPFS_KEEPER_H
+#define ZSWAPFS_KEEPER_H
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#include "shm.h"
+
+#define KEEPER_BURST		5
+#define KEEPER_BURST_NS		(10ull * 1000000000ull)
+#define KEEPER_SHORT_LIFE_NS	(1000000000ull)
+#define KEEPER_BACKOFF_MIN_MS	1000
+#define KEEPER_BACKOFF_MAX_MS	16000
+
+struct keeper {
+	struct shm_region *shm;		/* state filled by the caller */
+	int *ready_fd;			/* the start-up parent's pipe, or -1 */
+	bool foreground;
+	/* private */
+	pid_t worker;
+	int pidfd;
+	int sigfd;
+	int ready_rd;			/* the worker's "serving" pipe */
+	bool worker_ready;
+	uint64_t ready_ns;		/* when it began to serve */
+	bool worker_ready_before;	/* the worker that just ended had served */
+	bool served;			/* a worker has served */
+	bool from_self;			/* next worker: the keeper's own binary */
+	int pending_sig;
+	unsigned int backoff_ms;
+	uint64_t deaths[KEEPER_BURST];	/* CLOCK_MONOTONIC ns, a ring */
+	unsigned int nr_deaths;
+};
+
+/*
+ * Block the stop signals into a signalfd.  Before anything else in the
+ * keeper's process can take them.  0 or -errno.
+ */
+int keeper_signals(struct keeper *k);
+
+/*
+ * Start the first worker and supervise.  Returns the keeper's exit status
+ * (0: the connection ended); *unmount says the mount must be taken down
+ * (the first worker never served: a failed start-up).
+ */
+int keeper_run(struct keeper *k, bool *unmount);
+
+#endif

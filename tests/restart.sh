@@ -1,0 +1,250 @@
+#!/bin/bash
+# SPDX-License-Identifier: GPL-2.0-or-later
+# shellcheck source-path=SCRIPTDIR
+#
+# Restart safety (issue 11): the worker, the process that serves, is killed
+# with SIGKILL at random moments and the keeper replaces it without losing a
+# page or a request.
+#  - During the memory-limited cgroup swap workload that checks every byte
+#    (memhog, six passes): a kill every 0.5-2 s until it ends; it must end with exit 0
+#    (0 bad bytes), and every kill was a restart (worker_restarts).
+#  - zswapctl restart twice during a second workload: the new workers come
+#    from the binary on disk (worker_upgrades), the workload passes.
+#  - fio --verify on a loop device over the swap file (queue depth 16), with
+#    kills: no verify error.
+#  - A recompression pass and a compaction, killed while they run: every page
+#    reads back as written.
+#  - Pages compressed with a trained dictionary (train, dict_train=off),
+#    killed twice: every page reads back, the generation's pages recounted.
+#  - Not restart-safe (a backing file): a kill ends the connection, as a
+#    daemon's death did, and nothing hangs.
+# Swap: run under the shared lock on a shared machine (COMMON.md).
+set -eu
+. "$(dirname "$0")/lib.sh"
+
+ZSWAPCTL=${ZSWAPCTL:-$top_builddir/src/zswapctl}
+LIMIT_MIB=96
+HOG_MIB=320
+HOG_TIMEOUT=300
+
+require_root
+require_fuse
+require_memory_cgroup
+require_memhog
+command -v fio >/dev/null || fail "fio not found"
+make_tmpdir
+
+# worker: the pid of the keeper's worker (empty between two)
+worker() { pgrep -P "$ZS_PID" -x zswapfs || true; }
+
+# wait_worker: until a worker serves the mount (stats answer), 20 s at most
+wait_worker() { zs_stat "$ZS_MNT" worker_generation >/dev/null; }
+
+# kill_worker: SIGKILL the worker if there is one; 0 if one was killed
+kill_worker() {
+	local w
+	w=$(worker)
+	[ -n "$w" ] && kill -KILL "$w" 2>/dev/null
+}
+
+# start_killer MIN_MS MAX_MS: in the background, kill the worker every
+# MIN..MAX ms at random; the number of kills goes to $ZS_TMP/kills.
+start_killer() {
+	local min=$1 max=$2
+	echo 0 >"$ZS_TMP/kills"
+	(
+		n=0
+		while :; do
+			sleep "$(awk -v r="$RANDOM" -v a="$min" -v b="$max" \
+				'BEGIN { printf "%.3f", (a + (b - a) * r / 32767) / 1000 }')"
+			if kill_worker; then
+				n=$((n + 1))
+				echo "$n" >"$ZS_TMP/kills"
+			fi
+		done
+	) </dev/null &
+	killer=$!
+	# SIGKILL: a subshell must not run the test's clean-up (lib.sh)
+	push_undo kill -KILL "$killer"
+}
+
+stop_killer() {
+	kill -KILL "$killer" 2>/dev/null || true
+	wait "$killer" 2>/dev/null || true
+	drop_undo kill -KILL "$killer"
+}
+
+# ---- the swap workload, killed every 0.5-2 s ------------------------------
+
+zs_mount size=1G
+[ "$(zs_stat "$ZS_MNT" restart_safe)" = 1 ] ||
+	fail "restart_safe is not 1 on this kernel (FUSE_NOTIFY_RESEND needs Linux 6.9)"
+# The state memfd (counters every request touches) must be resident and
+# locked in the keeper and in the worker: a memfd page is unevictable only
+# while a locked mapping maps it, and one swapped out to our own swap file
+# made a request wait on itself (self_reclaim.sh part 3 hung).
+state_locked() {
+	awk '/^[0-9a-f]+-[0-9a-f]+ / { m = ($0 ~ /memfd:zswapfs-state/) }
+		m && $1 == "Size:" { size += $2 }
+		m && $1 == "Rss:" { rss += $2 }
+		m && $1 == "VmFlags:" { n++; if ($0 ~ / lo( |$)/) lo++ }
+		END { print size " KiB, " rss " KiB resident, " lo + 0 " of " n + 0 " mappings locked"
+		      exit !(size && rss == size && lo == n) }' "/proc/$1/smaps"
+}
+for p in "$ZS_PID" "$(worker)"; do
+	state_locked "$p" >"$ZS_TMP/locked" ||
+		fail "the state memfd of process $p is not resident and locked: $(cat "$ZS_TMP/locked")"
+done
+zs_swapon "$ZS_MNT"
+make_cgroup "${LIMIT_MIB}M"
+zs_memhog_start "$HOG_TIMEOUT" --size "$HOG_MIB" --passes 6
+start_killer 500 2000
+zs_memhog_wait
+stop_killer
+zs_memhog_passed "$HOG_TIMEOUT"
+kills=$(cat "$ZS_TMP/kills")
+wait_worker
+restarts=$(zs_stat "$ZS_MNT" worker_restarts)
+log "swap workload: $kills kills, exit 0; $(zs_stats_line "$ZS_MNT" worker_restarts \
+	worker_recovery_max_us pages_stored failed_reads failed_writes)"
+[ "$kills" -ge 5 ] || fail "only $kills kills during the workload: the test proves little"
+[ "$restarts" = "$kills" ] || fail "$kills kills but worker_restarts $restarts"
+[ "$(zs_cg_oom_kills)" = 0 ] || fail "the OOM killer ended a process of the workload"
+# A read that fails is a page lost.  A write may fail with ENOSPC while a
+# new worker's reserve is still empty (a write never waits for it: issue
+# 14): the kernel keeps that page and writes it again, and memhog checked
+# every byte above.
+v=$(zs_stat "$ZS_MNT" failed_reads)
+[ "$v" -eq 0 ] || fail "failed_reads is $v after the workload"
+
+# ---- zswapctl restart under load --------------------------------------------
+
+zs_memhog_start "$HOG_TIMEOUT" --size 200 --passes 1
+for i in 1 2; do
+	sleep 1
+	zs_run 60 "$ZSWAPCTL" restart "$ZS_MNT" >&2 || fail "zswapctl restart $i failed"
+done
+zs_memhog_wait
+zs_memhog_passed "$HOG_TIMEOUT"
+[ "$(zs_stat "$ZS_MNT" worker_upgrades)" = 2 ] ||
+	fail "worker_upgrades is $(zs_stat "$ZS_MNT" worker_upgrades) after two restarts"
+[ "$(zs_stat "$ZS_MNT" worker_restarts)" = "$restarts" ] ||
+	fail "a worker died during zswapctl restart"
+log "zswapctl restart twice under load: the workload passed"
+zs_swapoff
+zs_umount
+
+# ---- fio --verify on a loop device, killed --------------------------------
+
+zs_mount size=256M,recompress.rate=0,recompress.enabled=false,compact.threshold=0
+loop=$(zs_run 30 losetup --find --show --direct-io=on "$ZS_MNT/swap") || fail "losetup failed"
+push_undo losetup -d "$loop"
+start_killer 200 800
+zs_run 120 fio --name=verify --filename="$loop" --direct=1 --ioengine=libaio --iodepth=16 \
+	--rw=randwrite --bs=4k --size=192M --loops=3 --verify=crc32c --verify_fatal=1 --do_verify=1 \
+	--buffer_compress_percentage=60 --refill_buffers --output="$ZS_TMP/fio.out" ||
+	{ cat "$ZS_TMP/fio.out" >&2; stop_killer; fail "fio --verify failed with kills"; }
+stop_killer
+[ "$(cat "$ZS_TMP/kills")" -ge 3 ] || fail "only $(cat "$ZS_TMP/kills") kills during fio"
+log "fio --verify (randwrite, QD16, 192 MiB, 3 loops): passed with $(cat "$ZS_TMP/kills") kills"
+zs_run 30 losetup -d "$loop" || fail "losetup -d failed"
+drop_undo losetup -d "$loop"
+
+# ---- a recompression pass and a compaction, killed ---------------------------
+
+gen_data "$ZS_TMP/data" 32768 text 7
+during=0
+for i in 1 2 3; do
+	wait_worker
+	# written again: every page is a candidate again
+	zs_run 60 dd if="$ZS_TMP/data" of="$ZS_MNT/swap" bs=1M oflag=direct conv=notrunc \
+		status=none || fail "writing the data failed"
+	zs_ctl "$ZS_MNT" recompress || fail "recompress refused"
+	sleep "0.0$((RANDOM % 10))"
+	[ "$(zs_stat "$ZS_MNT" recompress_pending)" = 0 ] || during=$((during + 1))
+	kill_worker || fail "no worker to kill"
+	zs_run 60 cmp -n $((32768 * 4096)) "$ZS_TMP/data" "$ZS_MNT/swap" ||
+		fail "data differs after a kill during recompression ($i)"
+done
+[ "$during" -ge 1 ] || fail "no kill landed during a recompression pass"
+log "recompression: $during of 3 kills during a pass; data intact"
+
+# Fragment the arena (every other page becomes same-filled), then compact.
+"$PYTHON" - "$ZS_TMP/data" "$ZS_TMP/holes" <<'EOF'
+import sys
+src, dst = open(sys.argv[1], "rb"), open(sys.argv[2], "wb")
+i = 0
+while True:
+    page = src.read(4096)
+    if not page:
+        break
+    dst.write(page if i % 2 else b"\0" * 4096)
+    i += 1
+EOF
+for i in 1 2 3; do
+	wait_worker
+	zs_run 60 dd if="$ZS_TMP/holes" of="$ZS_MNT/swap" bs=1M oflag=direct conv=notrunc \
+		status=none || fail "writing failed"
+	zs_ctl "$ZS_MNT" compact || fail "compact refused"
+	sleep "0.0$((RANDOM % 5))"
+	kill_worker || fail "no worker to kill"
+	zs_run 60 cmp -n $((32768 * 4096)) "$ZS_TMP/holes" "$ZS_MNT/swap" ||
+		fail "data differs after a kill during compaction ($i)"
+	# and back, for the next round
+	zs_run 60 dd if="$ZS_TMP/data" of="$ZS_MNT/swap" bs=1M oflag=direct conv=notrunc \
+		status=none || fail "writing failed"
+done
+wait_worker
+log "compaction: 3 kills; data intact; $(zs_stats_line "$ZS_MNT" pages_compacted \
+	worker_restarts worker_recovery_max_us)"
+zs_umount
+
+# ---- pages compressed with a trained dictionary, killed ---------------------
+
+# A new worker must read them: it rebuilds every generation from the bytes
+# the keeper holds (dictgen.h) and recounts their pages from the slots.
+zs_mount size=256M,dict_train=off,recompress.enabled=false
+zs_run 60 dd if="$ZS_TMP/data" of="$ZS_MNT/swap" bs=1M oflag=direct conv=notrunc \
+	status=none || fail "writing the data failed"
+zs_ctl "$ZS_MNT" train || fail "train refused"
+for i in $(seq 100); do
+	[ "$(zs_stat "$ZS_MNT" dict_train_pending)" = 0 ] && break
+	sleep 0.1
+done
+[ "$(zs_stat "$ZS_MNT" dict_generation)" = 1 ] ||
+	fail "no dictionary after train ($(zs_stats_line "$ZS_MNT" dict_train_attempts dict_trainings))"
+# written again: compressed with the dictionary now
+zs_run 60 dd if="$ZS_TMP/data" of="$ZS_MNT/swap" bs=1M oflag=direct conv=notrunc \
+	status=none || fail "writing the data failed"
+dict_pages=$(zs_stat "$ZS_MNT" dict_pages)
+[ "$dict_pages" -ge 16384 ] || fail "only $dict_pages pages compressed with the dictionary"
+for i in 1 2; do
+	kill_worker || fail "no worker to kill"
+	wait_worker
+	zs_run 60 cmp -n $((32768 * 4096)) "$ZS_TMP/data" "$ZS_MNT/swap" ||
+		fail "data differs after a kill with dictionary pages ($i)"
+	[ "$(zs_stat "$ZS_MNT" dict_pages)" = "$dict_pages" ] ||
+		fail "dict_pages $dict_pages before the kill, $(zs_stat "$ZS_MNT" dict_pages) after"
+	[ "$(zs_stat "$ZS_MNT" dict_pages_current)" -ge "$dict_pages" ] ||
+		fail "the dictionary's pages were not recounted: $(zs_stats_line "$ZS_MNT" \
+			dict_generation dict_pages_current)"
+done
+[ "$(zs_stat "$ZS_MNT" failed_reads)" = 0 ] || fail "failed_reads after the kills"
+log "dictionary: $dict_pages pages with generation 1, 2 kills; data intact; \
+$(zs_stats_line "$ZS_MNT" dict_generation dict_pages_current worker_restarts)"
+zs_umount
+
+# ---- not restart-safe: the connection ends, nothing hangs --------------------
+
+zs_mount size=64M,writeback.backing_file="$ZS_TMP/backing"
+[ "$(zs_stat "$ZS_MNT" restart_safe)" = 0 ] || fail "restart_safe is 1 with a backing file"
+zs_run 30 dd if="$ZS_TMP/data" of="$ZS_MNT/swap" bs=1M count=8 oflag=direct conv=notrunc \
+	status=none || fail "writing failed"
+kill_worker || fail "no worker to kill"
+zs_wait_exit 10 || fail "the keeper did not end after its worker died (not restart-safe)"
+[ "$ZS_RC" -ne 0 ] || fail "the keeper exited 0 after its worker died"
+! zs_run 10 dd if="$ZS_MNT/swap" of=/dev/null bs=4k count=1 iflag=direct status=none 2>/dev/null ||
+	fail "the dead connection still answered"
+zs_run 10 umount "$ZS_MNT" || zs_run 10 umount -l "$ZS_MNT" || true
+zs_ended
+log "with a backing file: a kill ends the connection (keeper exit $ZS_RC), no hang"
