@@ -63,11 +63,13 @@ void policy_mark_idle(struct policy *pol, bool all, uint32_t seconds)
 }
 
 /* The worker's restart hook (control_set_restart_hook). */
-static void restart_standin(void *arg)
+static int restart_standin(void *arg, bool keeper)
 {
 	(void)arg;
 	seen.calls++;
 	seen.last.op = CONTROL_RESTART;
+	seen.last.restart_keeper = keeper;
+	return 0;
 }
 
 int dicttrain_request(struct dicttrain *dt)
@@ -137,7 +139,7 @@ static size_t req_format(const struct control_req *r, char *buf, size_t len)
 		n = snprintf(buf, len, "dict save %s", r->dict_path);
 		break;
 	case CONTROL_RESTART:
-		n = snprintf(buf, len, "restart");
+		n = snprintf(buf, len, r->restart_keeper ? "restart keeper" : "restart");
 		break;
 	case CONTROL_OP_COUNT:	/* no command: n stays 0 and fails below */
 		break;

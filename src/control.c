@@ -66,10 +66,10 @@ static int parse_select(const char *word, bool allow_all, enum policy_select *ou
 }
 
 /* `restart`: the worker's restart hook, when a keeper is there to act on it. */
-static void (*restart_hook)(void *arg);
+static int (*restart_hook)(void *arg, bool keeper);
 static void *restart_arg;
 
-void control_set_restart_hook(void (*fn)(void *arg), void *arg)
+void control_set_restart_hook(int (*fn)(void *arg, bool keeper), void *arg)
 {
 	restart_arg = arg;
 	restart_hook = fn;
@@ -167,12 +167,14 @@ static int parse_dict(int argc, char **argv, struct control_req *req)
 	return 0;
 }
 
-/* restart: a new worker from the binary on disk (keeper.h) */
+/* restart: a new worker from the binary on disk; restart keeper: the keeper
+ * executes it in its own place (keeper.h) */
 static int parse_restart(int argc, char **argv, struct control_req *req)
 {
-	(void)argc;
-	(void)argv;
+	if (argc == 1 && strcmp(argv[0], "keeper"))
+		return -EINVAL;
 	req->op = CONTROL_RESTART;
+	req->restart_keeper = argc == 1;
 	return 0;
 }
 
@@ -249,8 +251,7 @@ int control_exec(struct policy *pol, struct dicttrain *dt, const struct control_
 	case CONTROL_RESTART:
 		if (!restart_hook)
 			return -EOPNOTSUPP;
-		restart_hook(restart_arg);
-		return 0;
+		return restart_hook(restart_arg, req->restart_keeper);
 	case CONTROL_OP_COUNT:
 		break;
 	}

@@ -28,6 +28,7 @@ struct control_req {
 	struct policy_request recomp;		/* CONTROL_RECOMPRESS */
 	struct policy_request wb;		/* CONTROL_WRITEBACK */
 	char dict_path[CONTROL_MAX_LEN];	/* CONTROL_DICT: `dict save PATH`, absolute */
+	bool restart_keeper;			/* CONTROL_RESTART: `restart keeper` */
 };
 
 /*
@@ -42,9 +43,10 @@ int control_parse(const char *text, size_t len, struct control_req *req);
  * `dict save` waits for the file to be written (dicttrain_save).
  */
 int control_exec(struct policy *pol, struct dicttrain *dt, const struct control_req *req);
-/* What `restart` calls (from a request thread: it must only set a flag and
- * wake); NULL: `restart` fails with EOPNOTSUPP. */
-void control_set_restart_hook(void (*fn)(void *arg), void *arg);
+/* What `restart` calls, with keeper true for `restart keeper` (from a
+ * request thread: it must only set a flag and wake, or send a signal); 0 or
+ * -errno.  NULL: `restart` fails with EOPNOTSUPP. */
+void control_set_restart_hook(int (*fn)(void *arg, bool keeper), void *arg);
 /* control_parse, then control_exec when it parsed. */
 int control_run(struct policy *pol, struct dicttrain *dt, const char *text, size_t len);
 

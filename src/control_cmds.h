@@ -23,7 +23,7 @@
 	X(WRITEBACK, writeback, 1, 2, "idle|huge|huge_idle|all [max_pages=N]") \
 	X(TRAIN, train, 0, 0, "") \
 	X(DICT, dict, 2, 2, "save PATH") \
-	X(RESTART, restart, 0, 0, "")
+	X(RESTART, restart, 0, 1, "[keeper]")
 
 enum control_op {
 #define CONTROL_CMD_ENUM(ID, name, min_args, max_args, args) CONTROL_##ID,

@@ -38,6 +38,7 @@ int keeper_signals(struct keeper *k)
 	sigaddset(&set, SIGTERM);
 	sigaddset(&set, SIGINT);
 	sigaddset(&set, SIGHUP);
+	sigaddset(&set, SIGUSR1);	/* `restart keeper`, from the worker */
 	if (sigprocmask(SIG_BLOCK, &set, NULL))
 		return -errno;
 	k->sigfd = signalfd(-1, &set, SFD_CLOEXEC);
@@ -233,6 +234,10 @@ static void forward(struct keeper *k)
 	struct signalfd_siginfo si;
 
 	while (read(k->sigfd, &si, sizeof(si)) == (ssize_t)sizeof(si)) {
+		if (si.ssi_signo == SIGUSR1) {
+			k->reexec_wanted = true;
+			continue;
+		}
 		if (k->worker > 0 && k->worker_ready)
 			kill(k->worker, (int)si.ssi_signo);
 		else
@@ -240,22 +245,125 @@ static void forward(struct keeper *k)
 	}
 }
 
-int keeper_run(struct keeper *k, bool *unmount)
+/*
+ * Whether the binary at path knows the state's layout (`--layout`, keeper.h):
+ * an image that could not take the state over would leave the worker
+ * without a keeper.  5 s at most.
+ */
+static bool layout_matches(const char *path)
+{
+	char *argv[] = { "zswapfs", "--layout", NULL };
+	char want[48], got[48] = "";
+	struct pollfd p;
+	ssize_t n = 0;
+	int fds[2], status;
+	pid_t pid;
+
+	if (pipe2(fds, O_CLOEXEC))
+		return false;
+	pid = fork();
+	if (pid == 0) {
+		sigset_t none;
+
+		sigemptyset(&none);
+		sigprocmask(SIG_SETMASK, &none, NULL);
+		dup2(fds[1], STDOUT_FILENO);
+		execv(path, argv);
+		_exit(127);
+	}
+	close(fds[1]);
+	if (pid < 0) {
+		close(fds[0]);
+		return false;
+	}
+	p = (struct pollfd){ .fd = fds[0], .events = POLLIN };
+	if (poll(&p, 1, 5000) == 1)
+		n = read(fds[0], got, sizeof(got) - 1);
+	close(fds[0]);
+	kill(pid, SIGKILL);
+	while (waitpid(pid, &status, 0) < 0 && errno == EINTR)
+		;
+	got[n > 0 ? n : 0] = '\0';
+	snprintf(want, sizeof(want), "%u %zu\n", SHM_VERSION, sizeof(struct shm_state));
+	if (!strcmp(got, want))
+		return true;
+	log_err("restart keeper: %s does not know this mount's state (it says \"%.*s\", "
+		"this keeper has layout %u): the keeper stays as it is; unmount to upgrade",
+		path, (int)strcspn(got, "\n"), got, SHM_VERSION);
+	return false;
+}
+
+/*
+ * Execute the binary on disk in the keeper's place (keeper.h).  Returns
+ * only when that failed; the keeper goes on as it was.
+ */
+static void keeper_reexec(struct keeper *k)
+{
+	struct shm_state *s = k->shm->state;
+	char a_state[16], a_worker[16], a_holder[16], a_hfd[16], a_old[16];
+	char *argv[] = { "zswapfs", "--keeper", a_state, a_worker, a_holder, a_hfd, a_old, NULL };
+	const int fds[] = { s->fuse_fd, k->shm->state_fd, s->unmount_fd };
+	int hp[2], old_exe, status;
+	pid_t holder;
+
+	k->reexec_wanted = false;
+	if (!layout_matches(s->exe))
+		return;
+	/* The old binary, to go back to if the new one cannot take over. */
+	old_exe = open("/proc/self/exe", O_RDONLY);
+	if (old_exe < 0 || pipe(hp)) {
+		log_err("restart keeper: %s", strerror(errno));
+		if (old_exe >= 0)
+			close(old_exe);
+		return;
+	}
+	holder = fork();
+	if (holder == 0) {
+		/* Attached to every segment (a fork's child is), until the new
+		 * image closes the pipe or dies. */
+		char c;
+
+		close(hp[1]);
+		while (read(hp[0], &c, 1) < 0 && errno == EINTR)
+			;
+		_exit(0);
+	}
+	close(hp[0]);
+	if (holder < 0) {
+		log_err("restart keeper: fork: %s", strerror(errno));
+		close(hp[1]);
+		close(old_exe);
+		return;
+	}
+	snprintf(a_state, sizeof(a_state), "%d", k->shm->state_fd);
+	snprintf(a_worker, sizeof(a_worker), "%d", (int)k->worker);
+	snprintf(a_holder, sizeof(a_holder), "%d", (int)holder);
+	snprintf(a_hfd, sizeof(a_hfd), "%d", hp[1]);
+	snprintf(a_old, sizeof(a_old), "%d", old_exe);
+	for (unsigned int i = 0; i < sizeof(fds) / sizeof(fds[0]); i++)
+		if (fds[i] >= 0)
+			fcntl(fds[i], F_SETFD, 0);
+	log_info("restart keeper: executing %s (worker %u serves meanwhile)", s->exe,
+		 atomic_load(&s->generation));
+	log_stop();
+	execv(s->exe, argv);
+	log_err("restart keeper: cannot execute %s: %s", s->exe, strerror(errno));
+	for (unsigned int i = 0; i < sizeof(fds) / sizeof(fds[0]); i++)
+		if (fds[i] >= 0)
+			fcntl(fds[i], F_SETFD, FD_CLOEXEC);
+	close(hp[1]);
+	close(old_exe);
+	while (waitpid(holder, &status, 0) < 0 && errno == EINTR)
+		;
+}
+
+/* Supervise until the keeper must exit; a worker may be running (k->worker). */
+static int keeper_loop(struct keeper *k, bool *unmount)
 {
 	uint64_t start_at = 0;
 	int err, status, ret;
 	unsigned int wait_ms;
 
-	*unmount = false;
-	k->worker = -1;
-	k->pidfd = k->ready_rd = -1;
-	fcntl(k->sigfd, F_SETFL, fcntl(k->sigfd, F_GETFL) | O_NONBLOCK);
-	err = spawn(k);
-	if (err) {
-		log_err("cannot start the worker: %s", strerror(-err));
-		*unmount = true;
-		return 1;
-	}
 	for (;;) {
 		struct pollfd p[3] = {
 			{ .fd = k->sigfd, .events = POLLIN },
@@ -286,6 +394,10 @@ int keeper_run(struct keeper *k, bool *unmount)
 			forward(k);
 		if (k->ready_rd >= 0 && p[2].revents)
 			worker_serves(k);
+		/* Only while a worker serves: it holds the segments too, and
+		 * the kernel's requests are answered all through the exec. */
+		if (k->reexec_wanted && k->worker > 0 && k->worker_ready)
+			keeper_reexec(k);
 		if (k->worker < 0 || (k->pidfd >= 0 && !p[1].revents))
 			continue;
 		if (waitpid(k->worker, &status, k->pidfd >= 0 ? 0 : WNOHANG) != k->worker)
@@ -303,4 +415,35 @@ int keeper_run(struct keeper *k, bool *unmount)
 			return ret;
 		start_at = now_ns() + (uint64_t)wait_ms * 1000000u;
 	}
+}
+
+int keeper_run(struct keeper *k, bool *unmount)
+{
+	int err;
+
+	*unmount = false;
+	k->worker = -1;
+	k->pidfd = k->ready_rd = -1;
+	fcntl(k->sigfd, F_SETFL, fcntl(k->sigfd, F_GETFL) | O_NONBLOCK);
+	err = spawn(k);
+	if (err) {
+		log_err("cannot start the worker: %s", strerror(-err));
+		*unmount = true;
+		return 1;
+	}
+	return keeper_loop(k, unmount);
+}
+
+int keeper_supervise(struct keeper *k, pid_t worker, bool *unmount)
+{
+	*unmount = false;
+	k->worker = worker;
+	k->ready_rd = -1;
+	k->worker_ready = k->served = true;
+	k->ready_ns = now_ns();
+	k->pidfd = (int)syscall(SYS_pidfd_open, worker, 0);
+	if (k->pidfd < 0)
+		log_warn("pidfd_open: %s: a worker's death is seen by polling", strerror(errno));
+	fcntl(k->sigfd, F_SETFL, fcntl(k->sigfd, F_GETFL) | O_NONBLOCK);
+	return keeper_loop(k, unmount);
 }

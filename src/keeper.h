@@ -24,6 +24,9 @@
  *     from 1 s doubling up to 16 s, and the log says so.  A worker killed
  *     after it served a while (an admin's kill -9, the OOM killer, a test
  *     that kills every second) is replaced at once, however often;
+ *   - `restart keeper` (the worker sends SIGUSR1): the keeper executes the
+ *     binary on disk in its own place (keeper_reexec), the worker serving
+ *     all along; see keeper_resume();
  *   - a worker that refuses the connection (RESTART_EXIT_REFUSED: another
  *     layout or INIT reply) is replaced by the keeper's own binary
  *     (/proc/self/exe); if that refuses too, the keeper ends the connection.
@@ -57,6 +60,7 @@ struct keeper {
 	bool worker_ready_before;	/* the worker that just ended had served */
 	bool served;			/* a worker has served */
 	bool from_self;			/* next worker: the keeper's own binary */
+	bool reexec_wanted;		/* `restart keeper` came (SIGUSR1) */
 	int pending_sig;
 	unsigned int backoff_ms;
 	uint64_t deaths[KEEPER_BURST];	/* CLOCK_MONOTONIC ns, a ring */
@@ -75,5 +79,27 @@ int keeper_signals(struct keeper *k);
  * (the first worker never served: a failed start-up).
  */
 int keeper_run(struct keeper *k, bool *unmount);
+
+/*
+ * Upgrading the keeper itself.  On `restart keeper`, while a worker serves,
+ * the keeper executes the binary on disk as
+ *	zswapfs --keeper STATE_FD WORKER_PID HOLDER_PID HOLDER_FD OLD_EXE_FD
+ * keeping the descriptors that matter (/dev/fuse, the state memfd, the
+ * unmount helper's pipe).  An exec detaches the SysV segments, which are
+ * marked for removal: if the worker died in that window they would go with
+ * it, and every page with them.  So a holder, a child forked just before,
+ * keeps them attached until the new image has attached them again and
+ * closed HOLDER_FD.  The new image finds its worker (still its child: the
+ * pid does not change) and the unmount helper through the state, and
+ * supervises as before.  If it cannot take the state over (another layout),
+ * it executes the old binary again through OLD_EXE_FD (an open file of the
+ * old /proc/self/exe; -1 in that second exec).
+ *
+ * keeper_resume_main() is the new image's main(): argv holds the five
+ * numbers.  Returns the keeper's exit status, as main() does.
+ */
+int keeper_resume_main(char **argv);
+/* The new image's supervision of the worker it found serving. */
+int keeper_supervise(struct keeper *k, pid_t worker, bool *unmount);
 
 #endif

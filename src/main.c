@@ -437,12 +437,15 @@ static void fill_state(struct shm_state *s, const struct cmdline *cl, const stru
 	s->restart_safe = cfg->worker_restart && !cfg->writeback_backing_file[0];
 	s->fuse_fd = fuse_session_fd(se);
 	s->unmount_fd = um->fd;
+	s->unmount_pid = um->pid;
+	s->keeper_pid = getpid();
 	s->mount_dev = (uint64_t)um->dev;
 	s->ready_fd = ready_fd;
 	memcg_get_report(&mr);
 	snprintf(s->memcg_state, sizeof(s->memcg_state), "%s", mr.state);
 	s->memcg_limit = mr.limit;
 	snprintf(s->memcg_cgroup, sizeof(s->memcg_cgroup), "%s", mr.cgroup);
+	memcg_get_return(s->memcg_origin, s->memcg_root);
 }
 
 int main(int argc, char **argv)
@@ -463,6 +466,13 @@ int main(int argc, char **argv)
 	sanitize_stdio();
 	if (argc == 3 && !strcmp(argv[1], "--worker"))
 		return worker_main(argv[2]);
+	if (argc == 7 && !strcmp(argv[1], "--keeper"))
+		return keeper_resume_main(argv + 2);
+	if (argc == 2 && !strcmp(argv[1], "--layout")) {
+		/* What a keeper asks before it executes this binary (keeper.h). */
+		printf("%u %zu\n", SHM_VERSION, sizeof(struct shm_state));
+		return 0;
+	}
 	if (parse_cmdline(&cl, argc, argv) || load_settings(&cfg, &cl) ||
 	    check_access(&cl, &cfg) || build_fuse_args(&cl))
 		goto out_args;

@@ -587,6 +587,19 @@ void memcg_restore(void)
 		memcg_remove(0);
 }
 
+void memcg_get_return(char *origin, char *root)
+{
+	snprintf(origin, PATH_MAX, "%s", memcg_state.origin);
+	snprintf(root, PATH_MAX, "%s", memcg_state.root);
+}
+
+void memcg_set_return(const char *created, const char *origin, const char *root)
+{
+	snprintf(memcg_state.created, sizeof(memcg_state.created), "%s", created);
+	snprintf(memcg_state.origin, sizeof(memcg_state.origin), "%s", origin);
+	snprintf(memcg_state.root, sizeof(memcg_state.root), "%s", root);
+}
+
 void memcg_set_report(const struct memcg_report *r)
 {
 	static const char *const states[] = { "none", "moved", "ignored", "unknown" };

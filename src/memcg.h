@@ -128,5 +128,12 @@ void memcg_get_report(struct memcg_report *r);
 /* Report what another process (a worker's keeper: keeper.h) found and did,
  * for the stats; only the report changes, nothing is undone here. */
 void memcg_set_report(const struct memcg_report *r);
+/*
+ * Where memcg_return() goes: the cgroup we came from and the hierarchy's
+ * root (each PATH_MAX).  A keeper that re-executes itself (keeper.h) saves
+ * them before and sets them again after, with the cgroup it had made.
+ */
+void memcg_get_return(char *origin, char *root);
+void memcg_set_return(const char *created, const char *origin, const char *root);
 
 #endif

@@ -36,7 +36,7 @@
 
 #define SHM_MAGIC		UINT64_C(0x7a73776170736d31)	/* "zswapsm1" */
 /* Any change of struct shm_state, the slot or the handle layout: +1. */
-#define SHM_VERSION		2u
+#define SHM_VERSION		3u
 /* A FUSE_INIT request is 104 bytes on Linux 6.18, its reply 80 (libfuse 3.14):
  * room for the protocol to grow. */
 #define SHM_INIT_MAX		512u
@@ -56,6 +56,8 @@ struct shm_state {
 	bool restart_safe;		/* the keeper restarts dead workers */
 	int fuse_fd;			/* /dev/fuse, shared open file (no clone) */
 	int unmount_fd;			/* the unmount helper's pipe (unmounter.h) */
+	int unmount_pid;		/* the helper, a child of the keeper */
+	int keeper_pid;			/* `restart keeper` signals it (keeper.h) */
 	uint64_t mount_dev;		/* the mount's device, for the helper */
 	int ready_fd;			/* the start-up parent's pipe; -1: none */
 	int keeper_ready_fd;		/* tells the keeper the worker serves */
@@ -69,6 +71,10 @@ struct shm_state {
 	char memcg_state[16];
 	uint64_t memcg_limit;
 	char memcg_cgroup[PATH_MAX];
+	/* Where the keeper goes back to at exit (memcg_return), for a keeper
+	 * that re-executed itself. */
+	char memcg_origin[PATH_MAX];
+	char memcg_root[PATH_MAX];
 
 	/*
 	 * The connection's FUSE_INIT: the request as the kernel sent it (saved
@@ -89,6 +95,7 @@ struct shm_state {
 	_Atomic uint32_t generation;
 	_Atomic uint64_t restarts;	/* workers started after one died */
 	_Atomic uint64_t upgrades;	/* workers started by `restart` */
+	_Atomic uint64_t keeper_upgrades;	/* `restart keeper`: the keeper re-executed */
 	_Atomic uint64_t died_ns;	/* CLOCK_MONOTONIC of the last death, by the keeper */
 	_Atomic uint64_t recovery_last_us;	/* death -> first reply of the next */
 	_Atomic uint64_t recovery_max_us;

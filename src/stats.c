@@ -329,6 +329,7 @@ static void put_worker(struct text *t)
 	put(t, STATS_K_RESTART_SAFE, s && s->restart_safe && atomic_load(&s->kernel_resend));
 	put(t, STATS_K_WORKER_GENERATION, s ? atomic_load(&s->generation) : 1);
 	put(t, STATS_K_WORKER_RESTARTS, s ? atomic_load(&s->restarts) : 0);
+	put(t, STATS_K_KEEPER_UPGRADES, s ? atomic_load(&s->keeper_upgrades) : 0);
 	put(t, STATS_K_WORKER_UPGRADES, s ? atomic_load(&s->upgrades) : 0);
 	put(t, STATS_K_WORKER_RECOVERY_LAST_US, s ? atomic_load(&s->recovery_last_us) : 0);
 	put(t, STATS_K_WORKER_RECOVERY_MAX_US, s ? atomic_load(&s->recovery_max_us) : 0);

@@ -200,6 +200,8 @@
 	  "the worker that serves: 1, 2, ... as they start") \
 	X(WORKER_RESTARTS, "worker_restarts", NUM, ONE, "count", \
 	  "workers started after one died") \
+	X(KEEPER_UPGRADES, "keeper_upgrades", NUM, ONE, "count", \
+	  "times the keeper executed the binary on disk in its place (restart keeper)") \
 	X(WORKER_UPGRADES, "worker_upgrades", NUM, ONE, "count", \
 	  "workers started by the restart command") \
 	X(WORKER_RECOVERY_LAST_US, "worker_recovery_last_us", NUM, ONE, "us", \

@@ -18,6 +18,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <pthread.h>
+#include <signal.h>
 #include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -122,11 +123,17 @@ static void request_unmount(void *arg)
 
 static _Atomic bool restart_asked;
 
-/* control's `restart`: leave the loop once what was read is answered. */
-static void on_restart(void *arg)
+static pid_t keeper_pid;
+
+/* control's `restart`: leave the loop once what was read is answered;
+ * `restart keeper`: tell the keeper (keeper.h), which execs in its place. */
+static int on_restart(void *arg, bool keeper)
 {
+	if (keeper)
+		return kill(keeper_pid, SIGUSR1) ? -errno : 0;
 	atomic_store(&restart_asked, true);
 	transport_leave_loop(arg);
+	return 0;
 }
 
 /* Map the adopted pages ahead of the requests (arena.h), in the background. */
@@ -326,6 +333,7 @@ int worker_main(const char *fd_text)
 	}
 	if (backing)
 		store_set_make_room(st, make_room, fs.policy);
+	keeper_pid = (pid_t)state->keeper_pid;
 	control_set_restart_hook(on_restart, &fs.tp);
 	if (atomic_load(&state->generation) == 1) {
 		log_info("serving %s: %llu MiB, %s, mem_limit %llu MiB, %u thread(s)%s%s",

@@ -109,6 +109,36 @@ static int cmd_control(int argc, char **argv)
 }
 
 /*
+ * restart MOUNT keeper: the daemon's keeper executes the binary on disk in
+ * its place while the worker serves; wait (10 s at most) until it says so.
+ */
+static int restart_keeper(int argc, char **argv, const char *mnt)
+{
+	uint64_t before, now;
+	int err, i, rc;
+
+	err = ctl_keeper_upgrades(mnt, &before);
+	if (err) {
+		ctl_err("%s: %s", argv[1], err == -EOPNOTSUPP ? "this daemon cannot re-execute "
+			"its keeper (a version before `restart keeper`)" : strerror(-err));
+		return CTL_EXIT_ERR;
+	}
+	rc = cmd_control(argc, argv);
+	if (rc)
+		return rc;
+	for (i = 0; i < 100; i++) {
+		if (!ctl_keeper_upgrades(mnt, &now) && now > before) {
+			printf("%s: the keeper runs the binary on disk\n", argv[1]);
+			return 0;
+		}
+		usleep(100000);
+	}
+	ctl_err("%s: the keeper did not say it took over within 10 s (the daemon's log "
+		"says why)", argv[1]);
+	return CTL_EXIT_ERR;
+}
+
+/*
  * restart MOUNT: the daemon's worker answers what it has read and exits, and
  * its keeper starts a new one from the binary on disk; wait (30 s at most)
  * until a new worker serves, and say whether it was that one.
@@ -121,10 +151,12 @@ static int cmd_restart(int argc, char **argv)
 
 	if (argc >= 2 && (!strcmp(argv[1], "-h") || !strcmp(argv[1], "--help")))
 		return CTL_SHOW_HELP;
-	if (argc != 2)
-		return ctl_usage_error("restart: one MOUNT expected");
+	if (argc != 2 && !(argc == 3 && !strcmp(argv[2], "keeper")))
+		return ctl_usage_error("restart: MOUNT [keeper] expected");
 	if (ctl_mount_resolve(argv[1], mnt, sizeof(mnt)))
 		return CTL_EXIT_ERR;
+	if (argc == 3)
+		return restart_keeper(argc, argv, mnt);
 	err = ctl_worker_counts(mnt, &gen, &up, &re);
 	if (err) {
 		ctl_err("%s: %s", argv[1], err == -EOPNOTSUPP ? "this daemon cannot restart its "

@@ -217,6 +217,24 @@ int ctl_worker_counts(const char *mnt, uint64_t *gen, uint64_t *upgrades, uint64
 	return err;
 }
 
+int ctl_keeper_upgrades(const char *mnt, uint64_t *upgrades)
+{
+	struct ctl_stats *st = malloc(sizeof(*st));
+	int err;
+
+	if (!st)
+		return -ENOMEM;
+	err = stats_read(mnt, st);
+	if (!err) {
+		if (!stat_str(st, STATS_K_KEEPER_UPGRADES))
+			err = -EOPNOTSUPP;
+		*upgrades = stat_u64(st, STATS_K_KEEPER_UPGRADES);
+		stats_free(st);
+	}
+	free(st);
+	return err;
+}
+
 /* ---- status -------------------------------------------------------------- */
 
 static void fmt_size(char *buf, size_t len, uint64_t bytes, bool raw)

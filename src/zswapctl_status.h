@@ -15,5 +15,7 @@ int ctl_cmd_top(int argc, char **argv);
 /* worker_generation, worker_upgrades and worker_restarts of MOUNT's stats;
  * -EOPNOTSUPP from a daemon without a keeper. */
 int ctl_worker_counts(const char *mnt, uint64_t *gen, uint64_t *upgrades, uint64_t *restarts);
+/* The keeper's re-executions (stats keeper_upgrades); -EOPNOTSUPP: none kept. */
+int ctl_keeper_upgrades(const char *mnt, uint64_t *upgrades);
 
 #endif

@@ -277,6 +277,11 @@ check_all "after the stats pages"
 zs_ctl "$ZS_MNT" compact || fail "'compact' was refused"
 if zs_ctl "$ZS_MNT" bogus 2>/dev/null; then fail "'bogus' was accepted"; fi
 if zs_ctl "$ZS_MNT" compact now 2>/dev/null; then fail "'compact now' was accepted"; fi
+for bad in "restart now" "restart keeper now" "restart Keeper"; do
+	if zs_ctl "$ZS_MNT" "$bad" 2>/dev/null; then fail "'$bad' was accepted"; fi
+done
+[ "$(stat_int keeper_upgrades)" = 0 ] && [ "$(stat_int worker_generation)" = 1 ] ||
+	fail "a refused restart command restarted something"
 check_all "after compact"
 for key in failed_reads failed_writes; do
 	v=$(stat_int "$key")

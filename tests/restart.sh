@@ -8,6 +8,9 @@
 #  - During the memory-limited cgroup swap workload that checks every byte
 #    (memhog, six passes): a kill every 0.5-2 s until it ends; it must end with exit 0
 #    (0 bad bytes), and every kill was a restart (worker_restarts).
+#  - zswapctl restart MOUNT keeper twice during fio --verify, the binary on
+#    disk replaced: the keeper runs the new one, the worker serves all along;
+#    another layout is refused.
 #  - zswapctl restart twice during a second workload: the new workers come
 #    from the binary on disk (worker_upgrades), the workload passes.
 #  - fio --verify on a loop device over the swap file (queue depth 16), with
@@ -132,6 +135,68 @@ zs_memhog_passed "$HOG_TIMEOUT"
 	fail "a worker died during zswapctl restart"
 log "zswapctl restart twice under load: the workload passed"
 zs_swapoff
+zs_umount
+
+# ---- restart keeper: the keeper executes the binary on disk -----------------
+# A mount from a copy of the binary, which is then replaced (a new file, as a
+# package upgrade makes): `zswapctl restart MOUNT keeper` twice during fio
+# --verify on the file; the keeper keeps its pid and runs the new file, the
+# worker serves all along, a worker killed afterwards is replaced by the new
+# keeper; a binary of another layout is refused and changes nothing; the
+# unmount rules are unchanged (zs_umount: exit 0).
+
+keeper_ino() { stat -L -c %i "/proc/$ZS_PID/exe"; }
+mkdir "$ZS_TMP/bin"
+cp "$ZSWAPFS" "$ZS_TMP/bin/zswapfs"
+saved_zswapfs=$ZSWAPFS
+ZSWAPFS=$ZS_TMP/bin/zswapfs
+zs_mount size=256M
+ZSWAPFS=$saved_zswapfs
+w0=$(worker)
+gen0=$(zs_stat "$ZS_MNT" worker_generation)
+(cd "$ZS_TMP" && exec fio --name=kverify --filename="$ZS_MNT/swap" --direct=1 --ioengine=libaio \
+	--iodepth=8 --rw=randwrite --bs=4k --size=128M --loops=4 --verify=crc32c --verify_fatal=1 \
+	--do_verify=1 --buffer_compress_percentage=60 --refill_buffers \
+	--output="$ZS_TMP/kfio.out") &
+fio_pid=$!
+push_undo kill "$fio_pid"
+for i in 1 2; do
+	sleep 1
+	# a new file at the path (the running one stays as it was: no ETXTBSY)
+	cp "$ZSWAPFS" "$ZS_TMP/bin/zswapfs.new"
+	mv -f "$ZS_TMP/bin/zswapfs.new" "$ZS_TMP/bin/zswapfs"
+	zs_run 30 "$ZSWAPCTL" restart "$ZS_MNT" keeper >&2 || fail "zswapctl restart keeper $i failed"
+	[ "$(keeper_ino)" = "$(stat -c %i "$ZS_TMP/bin/zswapfs")" ] ||
+		fail "restart keeper $i: the keeper does not run the new binary"
+	kill -0 "$ZS_PID" 2>/dev/null || fail "restart keeper $i: the keeper's pid is gone"
+done
+kill -0 "$fio_pid" 2>/dev/null || fail "fio ended before the keeper restarts did: no overlap"
+[ "$(zs_stat "$ZS_MNT" keeper_upgrades)" = 2 ] ||
+	fail "keeper_upgrades is $(zs_stat "$ZS_MNT" keeper_upgrades) after two"
+[ "$(worker)" = "$w0" ] && [ "$(zs_stat "$ZS_MNT" worker_generation)" = "$gen0" ] ||
+	fail "the worker did not serve all along the keeper's restarts"
+# The new keeper supervises: a killed worker is replaced.
+kill_worker || fail "no worker to kill"
+wait_worker
+[ "$(zs_stat "$ZS_MNT" worker_restarts)" = 1 ] ||
+	fail "after restart keeper, a killed worker was not replaced"
+# Another layout: refused, nothing changes.
+printf '#!/bin/sh\n[ "$1" = --layout ] && echo "999 1" && exit 0\nexit 1\n' >"$ZS_TMP/bin/zswapfs.new"
+chmod 755 "$ZS_TMP/bin/zswapfs.new"
+ino=$(keeper_ino)
+mv -f "$ZS_TMP/bin/zswapfs.new" "$ZS_TMP/bin/zswapfs"
+if zs_run 30 "$ZSWAPCTL" restart "$ZS_MNT" keeper >"$ZS_TMP/kout" 2>&1; then
+	fail "restart keeper with a binary of another layout succeeded: $(cat "$ZS_TMP/kout")"
+fi
+[ "$(keeper_ino)" = "$ino" ] && kill -0 "$ZS_PID" 2>/dev/null ||
+	fail "a refused restart keeper changed the keeper"
+grep -q "does not know this mount's state" "$ZS_LOG" ||
+	fail "the log does not say why restart keeper was refused"
+wait "$fio_pid" || { cat "$ZS_TMP/kfio.out" >&2; fail "fio --verify failed across restart keeper"; }
+drop_undo kill "$fio_pid"
+[ "$(zs_stat "$ZS_MNT" failed_reads)" = 0 ] || fail "failed_reads after restart keeper"
+log "restart keeper: twice under fio --verify, new binary running, worker served all" \
+	"along; another layout refused; $(zs_stats_line "$ZS_MNT" keeper_upgrades worker_restarts)"
 zs_umount
 
 # ---- fio --verify on a loop device, killed --------------------------------
