@@ -19,8 +19,9 @@
 #     zswapfs         no kills
 #     zswapfs-kill1s  SIGKILL of the worker every second while it runs
 #     baseline        -B: another zswapfs binary (say, one without the keeper), no kills
-#   and the medians.  A round whose workload fails (exit status not 0) is reported and
-#   counts as failed.
+#   and the medians; each kill run logs its number of kills (worker_restarts) and
+#   memhog's bad pages.  A round whose workload fails (exit status not 0, or a
+#   process of the cgroup OOM-killed) is reported and counts as failed.
 # Needs root, a memory cgroup, no other swap active, fio.
 set -u
 
@@ -110,6 +111,11 @@ swap_run() {
 	rc=$?
 	t1=$(date +%s.%N)
 	[ -n "$killer" ] && { kill -KILL "$killer"; wait "$killer" 2>/dev/null; }
+	if [ "$2" = 1 ]; then
+		# every kill is a restart: the count, from the worker that serves now
+		log "kills (worker_restarts): $(awk '$1 == "worker_restarts" { print $2 }' \
+			"$MNT/stats"), memhog: $(grep -o 'bad_pages=[0-9]*' "$TMP/hog.out")"
+	fi
 	if [ "$rc" != 0 ] || [ "$(memcg_oom_kills)" != 0 ]; then
 		log "workload failed (memhog $rc): $(tail -n 2 "$TMP/hog.out")"
 		echo failed
