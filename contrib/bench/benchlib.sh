@@ -33,7 +33,7 @@ ZRAM=/sys/block/zram0
 PIN=''
 SAMPLER='' SWAPDEV='' LOOPDEV='' MNT='' DPID='' BACKFILE='' BACKPRIV='' ZRAM_USED='' CG='' TMP=''
 DAEMON_RC=''
-LAYER_IMG='' LAYER_LOOP='' LAYER_DM='' LAYER_MNT=''
+LAYER_IMG='' LAYER_FUSE='' LAYER_PID='' LAYER_LOOP='' LAYER_MNT=''
 
 log() { echo "$BENCH: $*" >&2; }
 
@@ -178,34 +178,51 @@ bench_cleanup() {
 	[ -n "$TMP" ] && rm -rf -- "$TMP"
 }
 
-# layer_up DIR BYTES MS: a slower disk under DIR's, the same for every device of a run: an
-# image of BYTES in DIR, on a loop device with direct I/O (each request then costs a loop
-# hop and an O_DIRECT read or write of the image), through device-mapper's delay target of
-# MS milliseconds when MS > 0 (dm-delay: needs the kernel's dm_delay), with a fresh ext4
-# on it, mounted on a directory of its own: LAYER_MNT.  Returns 1, logged, if any step fails.
+# layer_up DIR BYTES US: a slower disk under DIR's, the same for every device of a run: an
+# image of BYTES in DIR, served as the file `disk` by slowdisk (contrib/bench/slowdisk.c:
+# every read and write answered US microseconds after it arrived, the image's own O_DIRECT
+# I/O inside that time, several requests at once), a loop device with direct I/O on that
+# file, and a fresh ext4 on it, mounted on a directory of its own: LAYER_MNT.  US = 0 leaves
+# the layer's own cost: the loop hop, the FUSE round trip and the image's I/O.  Needs
+# $SLOWDISK (default: slowdisk next to this file).  Returns 1, logged, if any step fails.
 layer_up() {
-	local dev sectors
+	local sd=${SLOWDISK:-$(dirname "${BASH_SOURCE[0]}")/slowdisk}
+	[ -x "$sd" ] || { log "$sd missing: run make in $(dirname "$sd")"; return 1; }
 	LAYER_IMG=$(mktemp "$1/$BENCH-layer.XXXXXX") || { LAYER_IMG=; return 1; }
 	fallocate -l "$2" "$LAYER_IMG" || { log "fallocate $2 $LAYER_IMG failed"; return 1; }
-	LAYER_LOOP=$(losetup --find --show --direct-io=on "$LAYER_IMG") || { LAYER_LOOP=; return 1; }
-	dev=$LAYER_LOOP
-	if [ "$3" -gt 0 ]; then
-		if ! dmsetup targets 2>/dev/null | grep -q '^delay '; then
-			log "no device-mapper delay target in this kernel (dm_delay): use -L 0"
-			return 1
-		fi
-		sectors=$(blockdev --getsz "$LAYER_LOOP") || return 1
-		LAYER_DM=$BENCH-delay-$$
-		dmsetup create "$LAYER_DM" --table "0 $sectors delay $LAYER_LOOP 0 $3" ||
-			{ LAYER_DM=; return 1; }
-		dev=/dev/mapper/$LAYER_DM
-	fi
-	mkfs.ext4 -q -F "$dev" || { log "mkfs.ext4 $dev failed"; return 1; }
+	LAYER_FUSE=$(mktemp -d "/tmp/$BENCH-slowdisk.XXXXXX") || { LAYER_FUSE=; return 1; }
+	"$sd" "$LAYER_FUSE" -f -o "image=$LAYER_IMG,lat_us=$3" 2> "$TMP/slowdisk.err" &
+	LAYER_PID=$!
+	for _ in $(seq 50); do
+		[ -e "$LAYER_FUSE/disk" ] && mountpoint -q "$LAYER_FUSE" && break
+		kill -0 "$LAYER_PID" 2>/dev/null || break
+		sleep 0.1
+	done
+	[ -e "$LAYER_FUSE/disk" ] ||
+		{ log "slowdisk did not come up: $(cat "$TMP/slowdisk.err")"; return 1; }
+	LAYER_LOOP=$(losetup --find --show --direct-io=on "$LAYER_FUSE/disk") ||
+		{ LAYER_LOOP=; return 1; }
+	mkfs.ext4 -q -F "$LAYER_LOOP" || { log "mkfs.ext4 $LAYER_LOOP failed"; return 1; }
 	LAYER_MNT=$(mktemp -d "/tmp/$BENCH-layer.XXXXXX") || { LAYER_MNT=; return 1; }
-	if ! mount "$dev" "$LAYER_MNT"; then
+	if ! mount "$LAYER_LOOP" "$LAYER_MNT"; then
 		rmdir "$LAYER_MNT"; LAYER_MNT=
 		return 1
 	fi
+}
+
+# fio at queue depth 1 on a file of the slower disk: what a 4 KiB O_DIRECT read costs
+# there (key=value: iops, mean, p50, p99 in us); empty without fio
+layer_latency() {
+	command -v fio > /dev/null || return 0
+	local f=$LAYER_MNT/fio.lat
+	fio --name=lat --filename="$f" --size=256M --direct=1 --rw=randread --bs=4k \
+		--iodepth=1 --ioengine=psync --runtime="${1:-5}" --time_based \
+		--output-format=json 2> /dev/null | python3 -c '
+import json, sys
+j = json.load(sys.stdin)["jobs"][0]["read"]; c = j["clat_ns"]; p = c["percentile"]
+print("read_iops=%d read_mean_us=%.1f read_p50_us=%.1f read_p99_us=%.1f" % (j["iops"],
+      c["mean"] / 1e3, p["50.000000"] / 1e3, p["99.000000"] / 1e3))' 2> /dev/null
+	rm -f -- "$f"
 }
 
 # undo layer_up, in reverse order
@@ -214,13 +231,29 @@ layer_down() {
 		umount "$LAYER_MNT" && rmdir "$LAYER_MNT" || log "umount $LAYER_MNT failed"
 		LAYER_MNT=
 	fi
-	if [ -n "$LAYER_DM" ]; then
-		dmsetup remove "$LAYER_DM" || log "dmsetup remove $LAYER_DM failed"
-		LAYER_DM=
-	fi
 	if [ -n "$LAYER_LOOP" ]; then
 		losetup -d "$LAYER_LOOP" || log "losetup -d $LAYER_LOOP failed"
 		LAYER_LOOP=
+	fi
+	if [ -n "$LAYER_FUSE" ]; then
+		for _ in 1 2 3 4 5 6 7 8 9 10; do
+			mountpoint -q "$LAYER_FUSE" || break
+			fusermount3 -u "$LAYER_FUSE" 2>/dev/null || umount "$LAYER_FUSE" 2>/dev/null ||
+				sleep 0.5
+		done
+		mountpoint -q "$LAYER_FUSE" && log "could not unmount $LAYER_FUSE"
+	fi
+	if [ -n "$LAYER_PID" ]; then
+		for _ in $(seq 50); do
+			kill -0 "$LAYER_PID" 2>/dev/null || break
+			sleep 0.1
+		done
+		kill -0 "$LAYER_PID" 2>/dev/null && { log "slowdisk still running: killing it"; kill -9 "$LAYER_PID"; }
+		wait "$LAYER_PID" 2>/dev/null
+		LAYER_PID=
+	fi
+	if [ -n "$LAYER_FUSE" ]; then
+		rmdir "$LAYER_FUSE" 2>/dev/null; LAYER_FUSE=
 	fi
 	if [ -n "$LAYER_IMG" ]; then
 		rm -f -- "$LAYER_IMG"

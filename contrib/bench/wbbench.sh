@@ -7,7 +7,7 @@
 #
 #   wbbench.sh -c CORPUS [-r ROUNDS] [-d DEVICES] [-w WS_MIB] [-l LIMIT_MIB] [-s SWAPSIZE]
 #              [-p PASSES] [-a ALGORITHM] [-m BUDGET_MIB] [-b DIR] [-i IDLE_S] [-T SECONDS]
-#              [-O ZSWAPFS_OPTS] [-Z ZSWAPFS] [-B ZSWAPFS_B] [-Q OPTS_B] [-L MS] [-D] [-V] [-f]
+#              [-O ZSWAPFS_OPTS] [-Z ZSWAPFS] [-B ZSWAPFS_B] [-Q OPTS_B] [-L US] [-D] [-V] [-f]
 #
 # DEVICES (comma separated, default disk,zswapfs-wb):
 #   disk           a plain swap file of SWAPSIZE in a private directory in DIR (-b, default
@@ -20,10 +20,11 @@
 #                  module's enable_uring is already Y: this script never changes it
 #   zswapfs-wb-b   as zswapfs-wb, with the binary ZSWAPFS_B (-B) and OPTS_B (-Q) added to
 #                  the options: an A/B of two builds or settings in the same rounds
-# -L MS puts the swap file and the backing file alike on a slower disk: ext4 on a loop
-# device (direct I/O) of an image in DIR, through dm-delay of MS milliseconds when MS > 0
-# (benchlib.sh: layer_up; needs the kernel's dm_delay and dmsetup, Debian's dmsetup
-# package); the disk figures are then that device's.
+# -L US puts the swap file and the backing file alike on a slower disk: ext4 on a loop
+# device (direct I/O) over slowdisk's file (contrib/bench/slowdisk.c, built by make here),
+# which answers every read and write US microseconds after it arrived and keeps the data in
+# an image in DIR (benchlib.sh: layer_up); the disk figures are then that loop device's,
+# and each round first prints what fio measures there: a 4 KiB read at queue depth 1.
 # Workload (contrib/bench/workload, in a fresh memory cgroup, v1 or v2, limited to
 # LIMIT_MIB): WS_MIB of corpus pages, PASSES passes in a fixed random order, every page's
 # hash checked on each touch.  Defaults: 512 MiB, 192 MiB, 1 pass, 3 rounds, lz4, 64 MiB.
@@ -54,7 +55,7 @@ FORCE=0
 ZSWAPFS=$here/../../src/zswapfs
 ZSWAPFS_B=
 OPTS_B=
-LAYER_MS=
+LAYER_US=
 [ -x "$ZSWAPFS" ] || ZSWAPFS=$here/../../build/src/zswapfs
 WORKLOAD=$here/workload
 
@@ -82,7 +83,7 @@ while getopts c:r:d:w:l:s:p:a:m:b:i:T:O:Z:B:Q:L:DVfh opt; do
 	Z) ZSWAPFS=$OPTARG ;;
 	B) ZSWAPFS_B=$OPTARG ;;
 	Q) OPTS_B=$OPTARG ;;
-	L) LAYER_MS=$OPTARG ;;
+	L) LAYER_US=$OPTARG ;;
 	D) SWAPFILL="dd" ;;
 	V) VFLAG=-V ;;
 	f) FORCE=1 ;;
@@ -91,7 +92,7 @@ while getopts c:r:d:w:l:s:p:a:m:b:i:T:O:Z:B:Q:L:DVfh opt; do
 done
 if [ -z "$CORPUS" ] || [ ! -r "$CORPUS" ]; then usage; fi
 for n in "$ROUNDS" "$WS_MIB" "$LIMIT_MIB" "$PASSES" "$BUDGET_MIB" "$IDLE_S" "$TIMEOUT_S" \
-	${LAYER_MS:+"$LAYER_MS"}; do
+	${LAYER_US:+"$LAYER_US"}; do
 	case $n in '' | *[!0-9]*) echo "wbbench: '$n' is not a whole number" >&2; exit 2 ;; esac
 done
 [ "$(id -u)" = 0 ] || { echo "wbbench: needs root" >&2; exit 2; }
@@ -122,9 +123,10 @@ done
 # teardown() and the traps undo on every path what this script creates (benchlib.sh)
 bench_init
 
-if [ -n "$LAYER_MS" ]; then
-	# the swap file, the backing file (up to the swap file's size) and room for ext4
-	layer_up "$BACKDIR" $((2 * SWAPBYTES + (256 << 20))) "$LAYER_MS" ||
+if [ -n "$LAYER_US" ]; then
+	# the swap file, the backing file (up to the swap file's size), fio's file and room for
+	# ext4
+	layer_up "$BACKDIR" $((2 * SWAPBYTES + (512 << 20))) "$LAYER_US" ||
 		{ log "could not set up the slower disk (-L)"; exit 2; }
 	BACKDIR=$LAYER_MNT
 	DISK=$(fs_blockdev "$BACKDIR")
@@ -330,7 +332,7 @@ echo "# wbbench: corpus=$CORPUS ws=${WS_MIB}MiB limit=${LIMIT_MIB}MiB swap=$SWAP
 	"passes=$PASSES order=random${VFLAG:+ final_check} alg=$ALG budget=${BUDGET_MIB}MiB" \
 	"dir=$BACKDIR fs=$FSTYPE disk=$DISK swapfile=$SWAPFILL rounds=$ROUNDS" \
 	"devices=$DEVICES zswapfs_extra_opts=${XOPTS:-none} kernel=$(uname -r) cpus=$(nproc)" \
-	"memcg=v$CGVER kernel_zswap=$KZSWAP layer_ms=${LAYER_MS:-none}" \
+	"memcg=v$CGVER kernel_zswap=$KZSWAP layer_us=${LAYER_US:-none}" \
 	"enable_uring=$(cat "$URING_PARAM" 2>/dev/null || echo absent)" \
 	"loadavg=$(cut -d" " -f1-3 /proc/loadavg | tr " " /)"
 for d in "${devs[@]}"; do
@@ -355,6 +357,12 @@ for r in $(seq "$ROUNDS"); do
 	idle=$(idle_rate)
 	res[idle:$r]=$idle
 	printf 'round %d %-14s %s MiB/s written to %s (background)\n' "$r" idle "$idle" "$DISK"
+	if [ -n "$LAYER_US" ]; then
+		lat=$(layer_latency 5)
+		res[lat:$r]=$lat
+		printf 'round %d %-14s %s (fio, 4 KiB, QD1, on %s)\n' "$r" slowdisk "${lat:-no fio}" \
+			"$DISK"
+	fi
 	for d in "${devs[@]}"; do
 		if [ "$d" = zswapfs-wb-ur ] && ! uring_enabled; then
 			printf 'round %d %-14s SKIPPED (%s is not Y; never changed here)\n' \
@@ -387,6 +395,13 @@ room_wait_ms backing_mib_read compaction_moves'
 declare -A med
 echo "# medians of completed runs (idle: $(for r in $(seq "$ROUNDS"); do
 	echo "${res[idle:$r]}"; done | median) MiB/s in the background)"
+if [ -n "$LAYER_US" ]; then
+	for k in read_p50_us read_mean_us read_p99_us; do
+		printf '%s=%s ' "slowdisk_$k" "$(for r in $(seq "$ROUNDS"); do
+			field "${res[lat:$r]:-}" "$k"; done | median)"
+	done
+	echo "(medians over rounds, fio 4 KiB QD1 reads on $DISK)"
+fi
 for d in "${devs[@]}"; do
 	ok=0 line=''
 	for k in $KEYS; do
