@@ -25,6 +25,8 @@
 # which answers every read and write US microseconds after it arrived and keeps the data in
 # an image in DIR (benchlib.sh: layer_up); the disk figures are then that loop device's,
 # and each round first prints what fio measures there: a 4 KiB read at queue depth 1.
+# zswapfs then runs with slowdisk_shim.so preloaded (see there: its backing-file check
+# would refuse a device over a FUSE file).
 # Workload (contrib/bench/workload, in a fresh memory cgroup, v1 or v2, limited to
 # LIMIT_MIB): WS_MIB of corpus pages, PASSES passes in a fixed random order, every page's
 # hash checked on each touch.  Defaults: 512 MiB, 192 MiB, 1 pass, 3 rounds, lz4, 64 MiB.
@@ -131,6 +133,12 @@ if [ -n "$LAYER_US" ]; then
 	BACKDIR=$LAYER_MNT
 	DISK=$(fs_blockdev "$BACKDIR")
 	[ -n "$DISK" ] || { log "no block device under $BACKDIR"; exit 2; }
+	# zswapfs refuses a backing file whose device stack reaches a FUSE filesystem (a
+	# server that needs memory could deadlock it); slowdisk locks its memory and runs
+	# outside the cgroup: the shim lets the daemon's check see its file as ext4
+	SHIM=$here/slowdisk_shim.so
+	[ -r "$SHIM" ] || { log "$SHIM missing: run make in $here"; exit 2; }
+	PIN="env LD_PRELOAD=$SHIM SLOWDISK_DEV=$(stat -c '%Hd:%Ld' "$LAYER_FUSE/disk")"
 fi
 
 if swap_active; then
