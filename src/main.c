@@ -565,6 +565,8 @@ int main(int argc, char **argv)
 		fprintf(stderr, "zswapfs: %s\n", strerror(-err));
 		goto out_store;
 	}
+	/* config_validate has checked the range */
+	transport_set_slice(&fs.tp, par.request_slice_us);
 	fs.others_allowed = cl.allow_other;
 	if (par.stats_gid >= 0)
 		fs.stats_gid = (gid_t)par.stats_gid;
