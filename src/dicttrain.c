@@ -39,8 +39,7 @@ struct dicttrain {
 
 	/* The thread's own: the drift watch. */
 	uint64_t last_train;		/* CLOCK_MONOTONIC seconds; 0 = never */
-	uint64_t win_pages, win_bytes;	/* written-with-dict counters at the window's start */
-	uint64_t base_milli;		/* the first window's ratio x1000; 0 = not yet */
+	struct dicttrain_drift drift;
 };
 
 static uint64_t mono_secs(void)
@@ -247,12 +246,35 @@ static bool memory_tight(struct dicttrain *dt)
 	       as.pages_used * ARENA_PAGE_SIZE * 100 > as.limit_bytes * DICTTRAIN_TIGHT_PCT;
 }
 
+void dicttrain_drift_reset(struct dicttrain_drift *d, uint64_t pages, uint64_t bytes)
+{
+	d->win_pages = pages;
+	d->win_bytes = bytes;
+	d->base_milli = 0;
+}
+
+bool dicttrain_drift_check(struct dicttrain_drift *d, uint64_t pages, uint64_t bytes)
+{
+	uint64_t dp = pages - d->win_pages, db = bytes - d->win_bytes, milli;
+
+	if (dp < DICTTRAIN_WINDOW_PAGES || !db)
+		return false;
+	milli = dp * STORE_PAGE_SIZE * 1000 / db;
+	d->win_pages = pages;
+	d->win_bytes = bytes;
+	if (!d->base_milli) {
+		d->base_milli = milli;
+		return false;
+	}
+	return milli * 100 < d->base_milli * (100 - DICTTRAIN_DRIFT_PCT);
+}
+
 /* Whether automatic training is due: no dictionary and enough pages, or
  * the ratio of new pages drifted. */
 static bool train_due(struct dicttrain *dt)
 {
 	struct dictgen *g = store_dicts(dt->st);
-	uint64_t pages, bytes, dp, db, milli;
+	uint64_t pages, bytes;
 
 	if (!dt->cfg.auto_train || memory_tight(dt))
 		return false;
@@ -265,25 +287,16 @@ static bool train_due(struct dicttrain *dt)
 		return c.nodict_pages >= DICTTRAIN_MIN_PAGES;
 	}
 	store_written(dt->st, true, &pages, &bytes);
-	dp = pages - dt->win_pages;
-	db = bytes - dt->win_bytes;
-	if (dp < DICTTRAIN_WINDOW_PAGES || !db)
-		return false;
-	milli = dp * STORE_PAGE_SIZE * 1000 / db;
-	dt->win_pages = pages;
-	dt->win_bytes = bytes;
-	if (!dt->base_milli) {
-		dt->base_milli = milli;
-		return false;
-	}
-	return milli * 100 < dt->base_milli * (100 - DICTTRAIN_DRIFT_PCT);
+	return dicttrain_drift_check(&dt->drift, pages, bytes);
 }
 
 /* A new dictionary: the drift watch starts again from its first window. */
 static void drift_reset(struct dicttrain *dt)
 {
-	store_written(dt->st, true, &dt->win_pages, &dt->win_bytes);
-	dt->base_milli = 0;
+	uint64_t pages, bytes;
+
+	store_written(dt->st, true, &pages, &bytes);
+	dicttrain_drift_reset(&dt->drift, pages, bytes);
 	dt->last_train = mono_secs();
 }
 

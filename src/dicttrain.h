@@ -56,6 +56,25 @@ struct store;
 /* Never two automatic trainings closer than this. */
 #define DICTTRAIN_MIN_INTERVAL_S	60u
 
+/*
+ * The drift watch, apart from the thread so that it can be tested: fed the
+ * store's running totals of pages written with the current dictionary and
+ * of their compressed bytes (store_written), it cuts them into windows of
+ * DICTTRAIN_WINDOW_PAGES pages; the first full window's ratio is the base,
+ * and a later window whose ratio is DICTTRAIN_DRIFT_PCT % below it or more
+ * says "retrain".  A window with no bytes (only same-filled pages) is no
+ * window.  drift_reset starts again from the given totals (a new
+ * dictionary).
+ */
+struct dicttrain_drift {
+	uint64_t win_pages, win_bytes;	/* the totals at the window's start */
+	uint64_t base_milli;		/* the first window's ratio x1000; 0 = not yet */
+};
+
+void dicttrain_drift_reset(struct dicttrain_drift *d, uint64_t pages, uint64_t bytes);
+/* True when a window just ended with a ratio that drifted from the base. */
+bool dicttrain_drift_check(struct dicttrain_drift *d, uint64_t pages, uint64_t bytes);
+
 struct dicttrain_config {
 	bool auto_train;		/* dict_train = auto */
 };
