@@ -17,9 +17,10 @@
  * teach nothing), trains on every other one with dict_train() and measures
  * the ratio of the store's codec without and with the result on the
  * others (held out).  Only a dictionary that does better becomes current.
- * Sampling takes each slot lock for one decompression at nice 19; the
- * training itself (0.1 to 0.8 s of CPU, dict.h) holds no lock and runs
- * SCHED_IDLE.  Its memory (samples, 8 MiB; fastCover's tables, 7 MiB) is
+ * Sampling takes each slot lock for one decompression, at the request
+ * threads' priority (a lower one would be a priority inversion: see
+ * dicttrain.c); the training itself (0.1 to 0.8 s of CPU, dict.h) holds no
+ * lock and runs in a thread of its own, SCHED_IDLE.  Its memory (samples, 8 MiB; fastCover's tables, 7 MiB) is
  * allocated here and freed after: never on a request thread, and not
  * automatically while the arena is above DICTTRAIN_TIGHT_PCT % of
  * mem_limit (a `train` asked for still runs).  When the ring
