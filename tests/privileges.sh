@@ -97,7 +97,7 @@ zs_umount
 
 # slice TASKDIR: a thread's time slice in ns (se.slice: Linux 6.6+, EEVDF)
 slice_of() { awk '$1 == "se.slice" { print $3 }' "$1/sched"; }
-if [ -n "$(slice_of /proc/self/task/$$)" ]; then
+if [ -n "$(slice_of "/proc/$$")" ]; then
 	zs_mount size=64M,threads=2,request_slice_us=200
 	at=0
 	for task in /proc/"$ZS_PID"/task/*; do
