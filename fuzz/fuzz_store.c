@@ -27,6 +27,15 @@
  * Then operations, each a byte and its arguments, until the input ends;
  * at the end every page is read back.  The store has 64 pages.
  *
+ * Dictionaries: an operation installs a new generation (dictgen.h) from
+ * bytes of the model or of the input, for both codecs, as training does;
+ * another reaps the generations no page needs.  So pages written under one
+ * generation are read, recompressed, written back and read back from the
+ * backing file after the dictionary changed, up to a full ring.  At the
+ * end every page is discarded and the generations reaped: no older
+ * generation may be left, nor a reference to the current one (a pin or a
+ * slot count that was never given back).
+ *
  * Besides the data, the counters must add up: pages_stored is the number
  * of pages written and not discarded since, and bd_count the number of
  * live objects on the backing file; and the backing file, which nothing
@@ -43,6 +52,8 @@
 #include <unistd.h>
 
 #include "backing.h"
+#include "dict.h"
+#include "dictgen.h"
 #include "fuzz.h"
 #include "recompress.h"
 #include "store.h"
@@ -65,6 +76,8 @@ enum op {
 	OP_WRITEBACK,		/* goal, flags, max_pages */
 	OP_COMPACT,		/* segments */
 	OP_CHECK_ALL,
+	OP_DICT,		/* how, source page, length[, content] */
+	OP_REAP,
 	OP_COUNT
 };
 
@@ -80,6 +93,7 @@ struct run {
 	bool stored[NR_PAGES];		/* written, not discarded since */
 	unsigned char buf[RANGE_MAX + PG];
 	unsigned char newer[RANGE_MAX + 2 * PG];	/* what a range op makes of its pages */
+	unsigned char dict[4 * PG];		/* a dictionary's bytes */
 };
 
 static struct run run;
@@ -389,6 +403,66 @@ static void op_idle(struct fuzz_in *in)
 		run.idle_before = now ? now - 1 : 0;
 }
 
+/* A new generation, as training makes one: from the model's bytes (what
+ * the store holds) or the input's. */
+static void op_dict(struct fuzz_in *in)
+{
+	uint8_t how = fuzz_u8(in), page = fuzz_u8(in);
+	size_t len = DICT_MIN_SIZE + fuzz_u16(in) % (sizeof(run.dict) - DICT_MIN_SIZE + 1);
+	struct dictgen *g = store_dicts(run.st);
+	const struct codec_ops *main_ops = g->ops[DICTGEN_MAIN], *rec = g->ops[DICTGEN_RECOMP];
+	unsigned int before = atomic_load(&g->current);
+	int ret;
+
+	if (how & 1)
+		gen(in, run.dict, len);
+	else
+		memcpy(run.dict, run.model + (size_t)(page % (NR_PAGES - 3)) * PG, len);
+	ret = dictgen_install(g, run.dict, len, run.dict, len);
+	if (ret > 0) {
+		fuzz_require(ret <= (int)DICTGEN_MAX && atomic_load(&g->current) == (unsigned)ret);
+		fuzz_require(dictgen_dict(g, (unsigned int)ret, DICTGEN_MAIN) ||
+			     dictgen_dict(g, (unsigned int)ret, DICTGEN_RECOMP));
+		return;
+	}
+	/* a failed install changes nothing */
+	fuzz_require(atomic_load(&g->current) == before);
+	if (ret == -EBUSY)
+		return;
+	fuzz_require(ret == -EINVAL);
+	/* refused: no codec with dictionaries, or a zstd-format header zstd refuses */
+	fuzz_require((!codec_has_dict(main_ops) && !codec_has_dict(rec)) ||
+		     dict_is_zstd_format(run.dict, len));
+}
+
+static void op_reap(void)
+{
+	struct dictgen *g = store_dicts(run.st);
+	struct dictgen_stats ds;
+
+	dictgen_reap(g);
+	dictgen_get_stats(g, &ds);
+	fuzz_require(ds.generations <= DICTGEN_MAX);
+	/* only the current one may be left without pages */
+	fuzz_require(ds.generations <= 1 || ds.refs_older > 0);
+}
+
+/* Every page discarded, the generations reaped: nothing may hold one. */
+static void check_dicts_freed(void)
+{
+	struct dictgen *g = store_dicts(run.st);
+	struct dictgen_stats ds;
+	struct store_counters c;
+
+	fuzz_require(store_discard(run.st, run.w, 0, SIZE) == 0);
+	store_get_counters(run.st, &c);
+	fuzz_require(c.pages_stored == 0 && c.bd_count == 0);
+	dictgen_reap(g);
+	dictgen_get_stats(g, &ds);
+	fuzz_require(ds.generations == (atomic_load(&g->current) ? 1u : 0u));
+	fuzz_require(ds.refs_current == 0 && ds.refs_older == 0);
+}
+
 /* ---- one input ---------------------------------------------------------------- */
 
 static void setup(struct fuzz_in *in)
@@ -505,11 +579,18 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		case OP_CHECK_ALL:
 			check_all();
 			break;
+		case OP_DICT:
+			op_dict(&in);
+			break;
+		case OP_REAP:
+			op_reap();
+			break;
 		}
 		check_counters();
 	}
 	check_all();
 	check_counters();
+	check_dicts_freed();
 	teardown();
 	return 0;
 }

@@ -31,6 +31,11 @@
  * dictionary mode itself, whose hash table starts full of dictionary
  * positions (32-bit entries, where a lone page gets an empty 16-bit table);
  * LZ4F's attached dictionary (LZ4F_compressFrame_usingCDict) was no faster.
+ * Nor is any other entry point of 1.9.4 (contrib/bench/README, Dictionaries):
+ * LZ4_attach_dictionary 0.64-0.74x, acceleration 2-3 loses half the gain;
+ * the best is the dictionary laid right before the page (prefix mode,
+ * 0.78-0.81x, and decompression as fast as without a dictionary), which
+ * needs a copy of the dictionary per context.
  */
 #include <errno.h>
 #include <limits.h>

@@ -104,6 +104,13 @@ static const struct setting settings[] = {
 	{ .name = "request_nice", .type = SETTING_INT, FIELD(request_nice),
 	  .min = -20, .max = 19, .def = "0",
 	  .help = "nice value of the request threads (negative: before other tasks)" },
+	/* How soon a woken request thread runs (EEVDF, Linux 6.12+): see
+	 * transport_set_slice and contrib/bench/README (rwbench) for what it
+	 * gave.  100 us is the kernel's smallest. */
+	{ .name = "request_slice_us", .type = SETTING_INT, FIELD(request_slice_us),
+	  .min = 0, .max = 100000, .def = "0",
+	  .help = "time slice of the request threads in microseconds, 100 to 100000 "
+		  "(0: the kernel's); a short one runs a woken request sooner" },
 	{ .name = "busy_poll_us", .type = SETTING_INT, FIELD(busy_poll_us),
 	  .min = 0, .max = 100000, .def = "0",
 	  .help = "after a request, look for the next one this many microseconds before sleeping" },
@@ -608,6 +615,12 @@ int config_validate(const struct zs_config *cfg, char *errbuf, size_t errlen)
 			 cfg->writeback_low_watermark, cfg->writeback_high_watermark);
 		return -EINVAL;
 	}
+	/* The kernel's smallest slice; 0 keeps its default. */
+	if (cfg->request_slice_us && cfg->request_slice_us < 100) {
+		snprintf(errbuf, errlen, "request_slice_us: %" PRId64 " is below the kernel's "
+			 "smallest slice, 100 (0: the kernel's default)", cfg->request_slice_us);
+		return -EINVAL;
+	}
 	if (cfg->writeback_max_size && cfg->writeback_max_size < (UINT64_C(1) << 20)) {
 		snprintf(errbuf, errlen, "writeback.max_size: %" PRIu64
 			 " bytes is less than one 1 MiB segment", cfg->writeback_max_size);
@@ -667,6 +680,7 @@ void config_params(const struct zs_config *cfg, struct zs_params *p)
 	p->threads = (unsigned int)cfg->threads;
 	p->busy_poll_us = (unsigned int)cfg->busy_poll_us;
 	p->request_nice = (int)cfg->request_nice;
+	p->request_slice_us = (unsigned int)cfg->request_slice_us;
 	p->fuse_uring = cfg->fuse_uring;
 	p->worker_restart = cfg->worker_restart;
 	p->stats_gid = cfg->stats_group.gid;

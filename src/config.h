@@ -54,6 +54,7 @@ struct zs_config {
 	int64_t threads;		/* request threads */
 	int64_t busy_poll_us;		/* spin this long for the next request */
 	int64_t request_nice;		/* nice value of the request threads */
+	int64_t request_slice_us;	/* their time slice; 0: the kernel's */
 	bool fuse_uring;		/* FUSE over io_uring when the kernel allows */
 	bool worker_restart;		/* keeper restarts a dead worker (keeper.h) */
 	int lock_memory;		/* enum zs_lock_memory */
@@ -111,6 +112,7 @@ struct zs_params {
 	unsigned int threads;
 	unsigned int busy_poll_us;
 	int request_nice;
+	unsigned int request_slice_us;
 	bool fuse_uring;
 	bool worker_restart;		/* keeper restarts a dead worker (keeper.h) */
 	int64_t stats_gid;		/* -1: none */

@@ -1,14 +1,16 @@
 /* SPDX-License-Identifier: GPL-2.0-or-later */
 /* The dictionary thread; see dicttrain.h. */
+#ifndef _GNU_SOURCE
+#define _GNU_SOURCE	/* pthread_setname_np */
+#endif
 #include <errno.h>
 #include <limits.h>
 #include <pthread.h>
 #include <sched.h>
 #include <stdatomic.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/resource.h>
-#include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -39,8 +41,7 @@ struct dicttrain {
 
 	/* The thread's own: the drift watch. */
 	uint64_t last_train;		/* CLOCK_MONOTONIC seconds; 0 = never */
-	uint64_t win_pages, win_bytes;	/* written-with-dict counters at the window's start */
-	uint64_t base_milli;		/* the first window's ratio x1000; 0 = not yet */
+	struct dicttrain_drift drift;
 };
 
 static uint64_t mono_secs(void)
@@ -59,19 +60,60 @@ static uint64_t mono_ms(void)
 	return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
 }
 
-/* Below every request (nice 19) while sampling, which takes slot locks;
- * SCHED_IDLE while training, which takes none. */
-static void set_idle(bool idle)
+/*
+ * Priorities.  The thread keeps the one it was started with, the request
+ * threads' (transport_set_nice), for everything that takes a slot lock
+ * (sampling: a scan of the slot table and DICTTRAIN_SAMPLES decompressions,
+ * milliseconds of CPU).  A lower one would make it a priority inversion:
+ * preempted inside a slot stripe, a nice-19 holder waits behind every busy
+ * nice-0 task (its share is 15/1024 of theirs), an idle-class one for as
+ * long as any task runs, and a request on that stripe waits with it.  Nor
+ * could it come back up: without CAP_SYS_NICE (dropped at start) a thread
+ * can neither lower its nice value nor leave SCHED_IDLE.  So the one long
+ * piece of CPU work, dict_train() (0.1 to 0.8 s, no lock), runs in a
+ * thread of its own that starts, goes SCHED_IDLE and ends.
+ */
+struct train_job {
+	void *dst;
+	const void *samples;
+	const size_t *sizes;
+	unsigned int n;
+	long len;
+	char err[256];
+};
+
+static void *train_idle_thread(void *arg)
 {
+	struct train_job *j = arg;
 	struct sched_param sp = { 0 };
 
-	if (idle) {
-		pthread_setschedparam(pthread_self(), SCHED_IDLE, &sp);
-		return;
+	pthread_setname_np(pthread_self(), "zswapfs-train");
+	pthread_setschedparam(pthread_self(), SCHED_IDLE, &sp);
+	j->len = dict_train(j->dst, DICT_TRAIN_SIZE, j->samples, j->sizes, j->n, NULL, j->err,
+			    sizeof(j->err));
+	return NULL;
+}
+
+/* dict_train() of DICT_TRAIN_SIZE bytes, in an idle-class thread; waits for it. */
+static long train_idle(void *dst, const void *samples, const size_t *sizes, unsigned int n,
+		       char *err, size_t errlen)
+{
+	struct train_job j = { .dst = dst, .samples = samples, .sizes = sizes, .n = n };
+	pthread_attr_t attr;
+	pthread_t tid;
+	int ret;
+
+	pthread_attr_init(&attr);
+	pthread_attr_setstacksize(&attr, HARDEN_THREAD_STACK);
+	ret = pthread_create(&tid, &attr, train_idle_thread, &j);
+	pthread_attr_destroy(&attr);
+	if (ret) {
+		snprintf(err, errlen, "no training thread: %s", strerror(ret));
+		return ret == EAGAIN ? -ENOMEM : -ret;
 	}
-	if (pthread_setschedparam(pthread_self(), SCHED_OTHER, &sp))
-		log_warn("dictionary thread: cannot leave SCHED_IDLE: sampling stays idle");
-	setpriority(PRIO_PROCESS, (id_t)syscall(SYS_gettid), 19);
+	pthread_join(tid, NULL);
+	snprintf(err, errlen, "%s", j.err);
+	return j.len;
 }
 
 /* The store's codec's ratio (x1000) on n pages, with dict or none. */
@@ -177,10 +219,7 @@ static int train(struct dicttrain *dt)
 	for (i = 0; i < ntrain; i++)
 		sizes[i] = STORE_PAGE_SIZE;
 
-	set_idle(true);
-	len = dict_train(dictbuf, DICT_TRAIN_SIZE, train_pages, sizes, ntrain, NULL, err,
-			 sizeof(err));
-	set_idle(false);
+	len = train_idle(dictbuf, train_pages, sizes, ntrain, err, sizeof(err));
 	if (len < 0) {
 		log_info("dictionary training: %s", err);
 		ret = len == -EINVAL ? 1 : (int)len;
@@ -247,12 +286,35 @@ static bool memory_tight(struct dicttrain *dt)
 	       as.pages_used * ARENA_PAGE_SIZE * 100 > as.limit_bytes * DICTTRAIN_TIGHT_PCT;
 }
 
+void dicttrain_drift_reset(struct dicttrain_drift *d, uint64_t pages, uint64_t bytes)
+{
+	d->win_pages = pages;
+	d->win_bytes = bytes;
+	d->base_milli = 0;
+}
+
+bool dicttrain_drift_check(struct dicttrain_drift *d, uint64_t pages, uint64_t bytes)
+{
+	uint64_t dp = pages - d->win_pages, db = bytes - d->win_bytes, milli;
+
+	if (dp < DICTTRAIN_WINDOW_PAGES || !db)
+		return false;
+	milli = dp * STORE_PAGE_SIZE * 1000 / db;
+	d->win_pages = pages;
+	d->win_bytes = bytes;
+	if (!d->base_milli) {
+		d->base_milli = milli;
+		return false;
+	}
+	return milli * 100 < d->base_milli * (100 - DICTTRAIN_DRIFT_PCT);
+}
+
 /* Whether automatic training is due: no dictionary and enough pages, or
  * the ratio of new pages drifted. */
 static bool train_due(struct dicttrain *dt)
 {
 	struct dictgen *g = store_dicts(dt->st);
-	uint64_t pages, bytes, dp, db, milli;
+	uint64_t pages, bytes;
 
 	if (!dt->cfg.auto_train || memory_tight(dt))
 		return false;
@@ -265,25 +327,16 @@ static bool train_due(struct dicttrain *dt)
 		return c.nodict_pages >= DICTTRAIN_MIN_PAGES;
 	}
 	store_written(dt->st, true, &pages, &bytes);
-	dp = pages - dt->win_pages;
-	db = bytes - dt->win_bytes;
-	if (dp < DICTTRAIN_WINDOW_PAGES || !db)
-		return false;
-	milli = dp * STORE_PAGE_SIZE * 1000 / db;
-	dt->win_pages = pages;
-	dt->win_bytes = bytes;
-	if (!dt->base_milli) {
-		dt->base_milli = milli;
-		return false;
-	}
-	return milli * 100 < dt->base_milli * (100 - DICTTRAIN_DRIFT_PCT);
+	return dicttrain_drift_check(&dt->drift, pages, bytes);
 }
 
 /* A new dictionary: the drift watch starts again from its first window. */
 static void drift_reset(struct dicttrain *dt)
 {
-	store_written(dt->st, true, &dt->win_pages, &dt->win_bytes);
-	dt->base_milli = 0;
+	uint64_t pages, bytes;
+
+	store_written(dt->st, true, &pages, &bytes);
+	dicttrain_drift_reset(&dt->drift, pages, bytes);
 	dt->last_train = mono_secs();
 }
 
@@ -317,7 +370,6 @@ static void *dicttrain_thread(void *arg)
 {
 	struct dicttrain *dt = arg;
 
-	set_idle(false);
 	drift_reset(dt);
 	dt->last_train = 0;
 	pthread_mutex_lock(&dt->lock);

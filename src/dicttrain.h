@@ -17,9 +17,10 @@
  * teach nothing), trains on every other one with dict_train() and measures
  * the ratio of the store's codec without and with the result on the
  * others (held out).  Only a dictionary that does better becomes current.
- * Sampling takes each slot lock for one decompression at nice 19; the
- * training itself (0.1 to 0.8 s of CPU, dict.h) holds no lock and runs
- * SCHED_IDLE.  Its memory (samples, 8 MiB; fastCover's tables, 7 MiB) is
+ * Sampling takes each slot lock for one decompression, at the request
+ * threads' priority (a lower one would be a priority inversion: see
+ * dicttrain.c); the training itself (0.1 to 0.8 s of CPU, dict.h) holds no
+ * lock and runs in a thread of its own, SCHED_IDLE.  Its memory (samples, 8 MiB; fastCover's tables, 7 MiB) is
  * allocated here and freed after: never on a request thread, and not
  * automatically while the arena is above DICTTRAIN_TIGHT_PCT % of
  * mem_limit (a `train` asked for still runs).  When the ring
@@ -55,6 +56,25 @@ struct store;
 #define DICTTRAIN_TIGHT_PCT	50u
 /* Never two automatic trainings closer than this. */
 #define DICTTRAIN_MIN_INTERVAL_S	60u
+
+/*
+ * The drift watch, apart from the thread so that it can be tested: fed the
+ * store's running totals of pages written with the current dictionary and
+ * of their compressed bytes (store_written), it cuts them into windows of
+ * DICTTRAIN_WINDOW_PAGES pages; the first full window's ratio is the base,
+ * and a later window whose ratio is DICTTRAIN_DRIFT_PCT % below it or more
+ * says "retrain".  A window with no bytes (only same-filled pages) is no
+ * window.  drift_reset starts again from the given totals (a new
+ * dictionary).
+ */
+struct dicttrain_drift {
+	uint64_t win_pages, win_bytes;	/* the totals at the window's start */
+	uint64_t base_milli;		/* the first window's ratio x1000; 0 = not yet */
+};
+
+void dicttrain_drift_reset(struct dicttrain_drift *d, uint64_t pages, uint64_t bytes);
+/* True when a window just ended with a ratio that drifted from the base. */
+bool dicttrain_drift_check(struct dicttrain_drift *d, uint64_t pages, uint64_t bytes);
 
 struct dicttrain_config {
 	bool auto_train;		/* dict_train = auto */

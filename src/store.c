@@ -360,6 +360,7 @@ void store_get_counters(struct store *st, struct store_counters *c)
 	pthread_mutex_lock(&st->counters_lock);
 	*c = *st->counters;
 	pthread_mutex_unlock(&st->counters_lock);
+	c->pages_read = __atomic_load_n(&st->counters->pages_read, __ATOMIC_RELAXED);
 }
 
 /* ---- one page ---------------------------------------------------------- */
@@ -811,7 +812,12 @@ ssize_t store_read(struct store *st, struct store_worker *w, uint64_t off, void 
 			return err;
 		done += n;
 	}
-	count_add(st, &st->counters->pages_read, (len + STORE_PAGE_SIZE - 1) >> STORE_PAGE_SHIFT);
+	/* Not under counters_lock: also taken by the nice-19 policy thread,
+	 * which, preempted inside it, would hold up every read behind it.
+	 * An event count, in no sum with the others; atomic in place, since
+	 * the counters may be in memory that outlives the worker. */
+	__atomic_fetch_add(&st->counters->pages_read, (len + STORE_PAGE_SIZE - 1) >> STORE_PAGE_SHIFT,
+			   __ATOMIC_RELAXED);
 	return (ssize_t)len;
 }
 

@@ -8,11 +8,13 @@
 #include <fcntl.h>
 #include <poll.h>
 #include <pthread.h>
+#include <sched.h>
 #include <signal.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/eventfd.h>
 #include <sys/resource.h>
+#include <sys/syscall.h>
 #include <sys/uio.h>
 #include <unistd.h>
 
@@ -48,6 +50,54 @@ int transport_set_nice(int nice)
 	if (getpriority(PRIO_PROCESS, 0) == nice)
 		return 0;
 	return setpriority(PRIO_PROCESS, 0, nice) ? -errno : 0;
+}
+
+/* The kernel's bounds on a custom slice (kernel/sched/syscalls.c). */
+#define TRANSPORT_SLICE_MIN_NS	100000u
+#define TRANSPORT_SLICE_MAX_NS	100000000u
+
+int transport_set_slice(struct transport *tp, unsigned int us)
+{
+	uint64_t ns = (uint64_t)us * 1000u;
+
+	if (ns && (ns < TRANSPORT_SLICE_MIN_NS || ns > TRANSPORT_SLICE_MAX_NS))
+		return -EINVAL;
+	tp->slice_ns = ns;
+	return 0;
+}
+
+/* struct sched_attr of <linux/sched/types.h>, which glibc 2.36 lacks. */
+struct transport_sched_attr {
+	uint32_t size;
+	uint32_t sched_policy;
+	uint64_t sched_flags;
+	int32_t sched_nice;
+	uint32_t sched_priority;
+	uint64_t sched_runtime;		/* SCHED_OTHER: the custom slice (6.12+) */
+	uint64_t sched_deadline;
+	uint64_t sched_period;
+};
+
+/* Give the calling thread tp->slice_ns, keeping its policy and nice value. */
+static void thread_apply_slice(const struct transport *tp)
+{
+	static _Atomic bool said;
+	struct transport_sched_attr a;
+	int policy = sched_getscheduler(0);
+
+	if (!tp->slice_ns)
+		return;
+	memset(&a, 0, sizeof(a));
+	a.size = sizeof(a);
+	a.sched_policy = policy < 0 ? SCHED_OTHER : (uint32_t)policy;
+	a.sched_nice = getpriority(PRIO_PROCESS, 0);
+	a.sched_runtime = tp->slice_ns;
+	/* Only a fair-class thread has a slice to set; anything else is left as it is. */
+	if (a.sched_policy != SCHED_OTHER && a.sched_policy != SCHED_BATCH)
+		return;
+	if (syscall(SYS_sched_setattr, 0, &a, 0) && !atomic_exchange(&said, true))
+		log_warn("request_slice_us %llu: %s: request threads keep the kernel's slice",
+			 (unsigned long long)(tp->slice_ns / 1000u), strerror(errno));
 }
 
 void transport_fini(struct transport *tp)
@@ -184,6 +234,7 @@ static void *loop_thread(void *arg)
 	int res;
 
 	current_thread = t;
+	thread_apply_slice(t->tp);
 	reserve_prepare_thread();	/* serving must not fault: reserve.h */
 	while (!fuse_session_exited(t->se) && !atomic_load(&t->tp->leave_loop)) {
 		t->read_err = 0;
@@ -337,6 +388,7 @@ static int ring_thread_start(void *arg, unsigned int qid)
 		return err;
 	}
 	current_thread = t;
+	thread_apply_slice(t->tp);
 	reserve_prepare_thread();
 	return 0;
 }

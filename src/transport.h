@@ -38,6 +38,7 @@ struct transport {
 	struct stats_io *io;		/* io->loop_errors counts failed reads */
 	unsigned int threads;		/* request threads */
 	uint64_t busy_poll_ns;		/* spin for the next request before poll() */
+	uint64_t slice_ns;		/* each request thread's time slice; 0: the kernel's */
 	_Atomic int holds;		/* while > 0, a stop waits (transport_hold) */
 	int stop_fd;			/* eventfd: readable once a stop is requested */
 	_Atomic int stop_requested;	/* a signal asked us to stop */
@@ -101,6 +102,19 @@ void transport_fini(struct transport *tp);
  * dropped (a negative value needs CAP_SYS_NICE) and before any thread
  * starts.  0 or -errno; the threads then keep the priority they have. */
 int transport_set_nice(int nice);
+
+/*
+ * Give every request thread started from now on a time slice of `us`
+ * microseconds (the request_slice_us setting; 0: the kernel's default).  On
+ * Linux 6.12+ (EEVDF) a task's slice sets how soon after waking it runs: a
+ * short one puts a woken request thread ahead of tasks that were given the
+ * default (about 3 ms here), instead of behind them.  It needs no privilege
+ * and takes no more CPU: a thread that runs past its slice goes back in line.
+ * Each thread sets it for itself when it starts; a kernel that does not know
+ * it leaves the default (warned once).  0 or -EINVAL (more than 100 ms, the
+ * kernel's bound).
+ */
+int transport_set_slice(struct transport *tp, unsigned int us);
 
 /* A stop waits while a hold is taken; the last release of a hold after a
  * stop signal wakes the loop to end it. */

@@ -278,6 +278,8 @@ int worker_main(const char *fd_text)
 		log_err("%s", strerror(-e));
 		goto out_store;
 	}
+	/* config_validate has checked the range */
+	transport_set_slice(&fs.tp, par.request_slice_us);
 	fs.others_allowed = state->allow_other;
 	if (par.stats_gid >= 0)
 		fs.stats_gid = (gid_t)par.stats_gid;

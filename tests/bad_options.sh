@@ -35,6 +35,9 @@ check_bad size -o size=
 check_bad algorithm -o algorithm=bogus
 check_bad level -o algorithm=zstd,level=99
 check_bad mem_limit -o mem_limit=xyz
+# below the kernel's smallest slice, and above its largest
+check_bad request_slice_us -o request_slice_us=50
+check_bad request_slice_us -o request_slice_us=100001
 # not a setting: libfuse's refusal, naming it
 zs_start_refused "-o foo=1" -o foo=1
 [ "$ZS_RC" -ne 0 ] || fail "-o foo=1: daemon exited with status 0"

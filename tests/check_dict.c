@@ -25,6 +25,7 @@
 
 #include "codec.h"
 #include "dict.h"
+#include "dicttrain.h"
 #include "testutil.h"
 
 #define NSAMPLES	800
@@ -465,6 +466,64 @@ static void *idle_main(void *p)
 }
 
 /* Training works from a thread at idle priority, and gives the same result. */
+/* Windows of `n` pages at ratio num/den fed to the drift watch: what it said for the last. */
+static bool drift_feed(struct dicttrain_drift *d, uint64_t *pages, uint64_t *bytes,
+		       unsigned int windows, uint64_t num, uint64_t den)
+{
+	bool said = false;
+	unsigned int w;
+
+	for (w = 0; w < windows; w++) {
+		/* in steps, as the thread sees the totals every few seconds */
+		uint64_t step, left = DICTTRAIN_WINDOW_PAGES;
+
+		while (left) {
+			step = left < 1000 ? left : 1000;
+			*pages += step;
+			*bytes += step * 4096 * den / num;
+			left -= step;
+			said = dicttrain_drift_check(d, *pages, *bytes);
+			/* only the step that completes a window may say so */
+			if (left)
+				ck_assert(!said);
+		}
+	}
+	return said;
+}
+
+START_TEST(test_drift)
+{
+	struct dicttrain_drift d;
+	uint64_t pages = 123456, bytes = 987654321;
+
+	dicttrain_drift_reset(&d, pages, bytes);
+	/* the first window is the base: never a drift */
+	ck_assert(!drift_feed(&d, &pages, &bytes, 1, 30, 10));
+	ck_assert_uint_eq(d.base_milli, 3000);
+	ck_assert(!drift_feed(&d, &pages, &bytes, 3, 30, 10));
+	/* better, and a little worse (-6.7 %): no retraining */
+	ck_assert(!drift_feed(&d, &pages, &bytes, 1, 40, 10));
+	ck_assert(!drift_feed(&d, &pages, &bytes, 1, 28, 10));
+	/* new pages compress DICTTRAIN_DRIFT_PCT % worse or more: retrain */
+	ck_assert(!drift_feed(&d, &pages, &bytes, 1, 27, 10) ||
+		  27 * 100 < 30 * (100 - DICTTRAIN_DRIFT_PCT));
+	ck_assert(drift_feed(&d, &pages, &bytes, 1, 26, 10));
+	/* a new dictionary: its first window is the new base */
+	dicttrain_drift_reset(&d, pages, bytes);
+	ck_assert_uint_eq(d.base_milli, 0);
+	ck_assert(!drift_feed(&d, &pages, &bytes, 1, 20, 10));
+	ck_assert_uint_eq(d.base_milli, 2000);
+	ck_assert(!drift_feed(&d, &pages, &bytes, 1, 19, 10));
+	ck_assert(drift_feed(&d, &pages, &bytes, 1, 17, 10));
+	/* and it goes on saying so while the ratio stays down */
+	ck_assert(drift_feed(&d, &pages, &bytes, 1, 17, 10));
+	/* totals that moved without bytes make no window, whatever their number */
+	dicttrain_drift_reset(&d, pages, bytes);
+	ck_assert(!dicttrain_drift_check(&d, pages + 5 * DICTTRAIN_WINDOW_PAGES, bytes));
+	ck_assert_uint_eq(d.win_pages, pages);
+}
+END_TEST
+
 START_TEST(test_train_idle_thread)
 {
 	struct idle_arg a = { .policy = -1 };
@@ -506,6 +565,7 @@ static Suite *dict_suite(void)
 	tcase_add_test(tc, test_save_refused);
 	tcase_add_test(tc, test_train);
 	tcase_add_test(tc, test_train_idle_thread);
+	tcase_add_test(tc, test_drift);
 	suite_add_tcase(s, tc);
 	return s;
 }

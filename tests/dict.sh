@@ -16,6 +16,10 @@
 #      dictionary is current; fio's verify passes, so does a verify-only
 #      run afterwards, the memhog pages read back, and at least one pass
 #      made a dictionary current while fio ran.
+# After a training pass no thread of the daemon is left in the idle class
+# (field 41 of stat, policy 5), nor below the request threads but the
+# policy thread: the dictionary thread samples under slot locks, and
+# without CAP_SYS_NICE a thread cannot come back up (dicttrain.c).
 set -eu
 . "$(dirname "$0")/lib.sh"
 
@@ -69,6 +73,13 @@ before=$(zs_stat "$ZS_MNT" dict_ratio_before)
 after=$(zs_stat "$ZS_MNT" dict_ratio_after)
 [ "$after" -gt "$before" ] || fail "held-out ratio $after (x1000) not above $before"
 log "training: held-out sample pages $before -> $after (x1000), $(zs_stat "$ZS_MNT" dict_bytes) bytes, $(zs_stat "$ZS_MNT" dict_train_ms) ms"
+for task in /proc/"$ZS_PID"/task/*; do
+	read -r -a st < "$task/stat"
+	# fields after "pid (comm)": comm has no blanks here; nice is 19, policy 41
+	[ "${st[40]}" != 5 ] || fail "thread $(cat "$task/comm") is left in SCHED_IDLE after training"
+	[ "$(cat "$task/comm")" = zswapfs-policy ] || [ "${st[18]}" = "$(awk '{ print $19 }' \
+		"/proc/$ZS_PID/stat")" ] || fail "thread $(cat "$task/comm") runs at nice ${st[18]}"
+done
 
 put "$b" 32
 d_pages=$(zs_stat "$ZS_MNT" dict_pages)

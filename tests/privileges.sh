@@ -15,6 +15,8 @@
 #  - request_nice: set before the drop, every request thread has it (here
 #    -5, which needs the CAP_SYS_NICE that is dropped afterwards), the
 #    policy thread stays at 19.
+#  - request_slice_us: every request thread has that time slice (no
+#    privilege needed), the policy thread keeps the kernel's.
 #  - Memory that cannot be locked stops the start (lock_memory=required, the
 #    default), with a message that says what is at stake and what to set, in
 #    the foreground and in the background (the parent's exit status); with
@@ -109,6 +111,31 @@ worker2=$(pgrep -P "$ZS_PID" -x zswapfs) || fail "no worker after a kill"
 	fail "the restarted worker runs at nice $(nice_of "/proc/$worker2/task/$worker2"), not -5"
 log "ok: request_nice=-5: $at threads at -5, the policy thread at 19"
 zs_umount
+
+# ---- request_slice_us ------------------------------------------------------
+
+# slice TASKDIR: a thread's time slice in ns (se.slice: Linux 6.6+, EEVDF)
+slice_of() { awk '$1 == "se.slice" { print $3 }' "$1/sched"; }
+if [ -n "$(slice_of "/proc/$$")" ]; then
+	zs_mount size=64M,threads=2,request_slice_us=200
+	at=0
+	for task in /proc/"$ZS_PID"/task/*; do
+		case $(cat "$task/comm") in
+		zswapfs-policy) [ "$(slice_of "$task")" != 200000 ] ||
+			fail "the policy thread has the request threads' slice" ;;
+		*) [ "$(slice_of "$task")" = 200000 ] && at=$((at + 1)) ;;
+		esac
+	done
+	[ "$(slice_of "/proc/$ZS_PID/task/$ZS_PID")" = 200000 ] ||
+		fail "request thread 0 has a slice of $(slice_of "/proc/$ZS_PID/task/$ZS_PID") ns"
+	[ "$at" -ge 2 ] || fail "only $at thread(s) with a 200 us slice: two request threads"
+	dd if=/dev/urandom of="$ZS_MNT/swap" bs=1M count=4 oflag=direct status=none ||
+		fail "writing at request_slice_us=200 failed"
+	log "ok: request_slice_us=200: $at threads with a 200 us slice, not the policy thread"
+	zs_umount
+else
+	log "skipped request_slice_us: no se.slice in /proc/self/sched (kernel before EEVDF)"
+fi
 zs_mount size=64M
 pid=$ZS_PID
 

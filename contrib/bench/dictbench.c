@@ -37,6 +37,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -46,6 +47,8 @@
 #include <time.h>
 #include <unistd.h>
 
+/* LZ4_attach_dictionary, LZ4_compress_fast_extState_fastReset: only in liblz4.a (Makefile) */
+#define LZ4_STATIC_LINKING_ONLY
 #include <lz4.h>
 #include <zstd.h>
 
@@ -236,11 +239,45 @@ static void measure_ratio(struct codec_ctx *ctx, const struct codec_dict *dict,
 
 /* ---- speed ------------------------------------------------------------------------------ */
 
-enum cfg { C_LZ4, C_LZ4_DICT, C_LZ4_NAIVE, C_ZSTD, C_ZSTD_DICT, C_COUNT };
+/*
+ * The lz4 rows besides the daemon's own (lz4: LZ4_compress_fast_extState; lz4+dict: a
+ * copy of the template stream, then LZ4_compress_fast_continue):
+ *   lz4 fastReset       LZ4_compress_fast_extState_fastReset on a stream that is
+ *                       never cleared by us (static-only in liblz4 1.9.4)
+ *   lz4 resetFast+cont  LZ4_resetStream_fast, LZ4_compress_fast_continue, no dictionary
+ *   lz4+dict attach     LZ4_resetStream_fast, LZ4_attach_dictionary(template): the
+ *                       dictCtx mode, no 16 KiB copy (static-only in 1.9.4)
+ *   lz4+dict prefix     the dictionary copied once into a buffer with room for a page
+ *                       after it, a template loaded from that copy; per page: the page
+ *                       copied behind the dictionary, the template copied, and
+ *                       LZ4_compress_fast_continue, which then sees one contiguous
+ *                       prefix instead of an external dictionary; decompression
+ *                       decodes behind the same copy (LZ4's prefix decoder) and copies
+ *                       the page out
+ *   lz4+dict accelN     the template with acceleration N
+ * All rows decode to the same pages (checked on every compressed page).
+ */
+enum cfg {
+	C_LZ4, C_LZ4_DICT, C_LZ4_NAIVE, C_ZSTD, C_ZSTD_DICT,
+	C_LZ4_FASTRESET, C_LZ4_RSF, C_LZ4_ATTACH, C_LZ4_PREFIX, C_LZ4_ACCEL2, C_LZ4_ACCEL3,
+	C_COUNT
+};
 
 static const char *const cfg_name[C_COUNT] = {
 	"lz4", "lz4+dict", "lz4+dict loadDict/page", "zstd", "zstd+dict",
+	"lz4 fastReset", "lz4 resetFast+cont", "lz4+dict attach", "lz4+dict prefix",
+	"lz4+dict accel2", "lz4+dict accel3",
 };
+
+static bool cfg_lz4(enum cfg c)
+{
+	return c != C_ZSTD && c != C_ZSTD_DICT;
+}
+
+static bool cfg_dict(enum cfg c)
+{
+	return c != C_LZ4 && c != C_ZSTD && c != C_LZ4_FASTRESET && c != C_LZ4_RSF;
+}
 
 struct speed_env {
 	struct codec_ctx *lz4, *zstd;
@@ -248,6 +285,11 @@ struct speed_env {
 	const unsigned char *dict_bytes;
 	size_t dict_len;
 	LZ4_stream_t *naive;
+	LZ4_stream_t *work;	/* the rows' own stream */
+	LZ4_stream_t *tmpl;	/* loaded from the dictionary's last 64 KiB */
+	LZ4_stream_t *ptmpl;	/* loaded from prefix_buf */
+	char *prefix_buf;	/* the dictionary's last 64 KiB, then room for a page */
+	int prefix_len;
 	const size_t *pages;
 	size_t n;
 	unsigned char *out;	/* n * 2 pages */
@@ -281,6 +323,33 @@ static double run_compress(struct speed_env *e, enum cfg c, double *wall)
 		case C_ZSTD:
 			n = codec_compress(e->zstd, p, PG, o, 2 * PG);
 			break;
+		case C_LZ4_FASTRESET:
+			n = LZ4_compress_fast_extState_fastReset(e->work, (const char *)p,
+								 (char *)o, PG, 2 * PG, 1);
+			break;
+		case C_LZ4_RSF:
+			LZ4_resetStream_fast(e->work);
+			n = LZ4_compress_fast_continue(e->work, (const char *)p, (char *)o, PG,
+						       2 * PG, 1);
+			break;
+		case C_LZ4_ATTACH:
+			LZ4_resetStream_fast(e->work);
+			LZ4_attach_dictionary(e->work, e->tmpl);
+			n = LZ4_compress_fast_continue(e->work, (const char *)p, (char *)o, PG,
+						       2 * PG, 1);
+			break;
+		case C_LZ4_PREFIX:
+			memcpy(e->prefix_buf + e->prefix_len, p, PG);
+			memcpy(e->work, e->ptmpl, sizeof(*e->work));
+			n = LZ4_compress_fast_continue(e->work, e->prefix_buf + e->prefix_len,
+						       (char *)o, PG, 2 * PG, 1);
+			break;
+		case C_LZ4_ACCEL2:
+		case C_LZ4_ACCEL3:
+			memcpy(e->work, e->tmpl, sizeof(*e->work));
+			n = LZ4_compress_fast_continue(e->work, (const char *)p, (char *)o, PG,
+						       2 * PG, c == C_LZ4_ACCEL2 ? 2 : 3);
+			break;
 		default:
 			n = codec_compress_dict(e->zstd, e->zstd_dict, p, PG, o, 2 * PG);
 			break;
@@ -297,15 +366,26 @@ static double run_decompress(struct speed_env *e, enum cfg c, double *wall)
 {
 	double w0 = now_s(CLOCK_MONOTONIC), c0 = now_s(CLOCK_THREAD_CPUTIME_ID);
 	unsigned char d[PG];
-	struct codec_ctx *ctx = c <= C_LZ4_NAIVE ? e->lz4 : e->zstd;
-	const struct codec_dict *dict = c == C_LZ4 || c == C_ZSTD ? NULL :
+	struct codec_ctx *ctx = cfg_lz4(c) ? e->lz4 : e->zstd;
+	const struct codec_dict *dict = !cfg_dict(c) ? NULL :
 					c == C_ZSTD_DICT ? e->zstd_dict : e->lz4_dict;
+	char *behind = e->prefix_buf + e->prefix_len;
 	size_t i;
 
 	for (i = 0; i < e->n; i++) {
-		if (codec_decompress_dict(ctx, dict, e->out + i * 2 * PG, (size_t)e->len[i], d,
-					  PG))
+		const char *src = (const char *)e->out + i * 2 * PG;
+
+		if (c == C_LZ4_PREFIX) {
+			/* dictionary and output contiguous: LZ4's prefix decoder */
+			if (LZ4_decompress_safe_usingDict(src, behind, e->len[i], PG,
+							  e->prefix_buf, e->prefix_len) != PG)
+				die("decompression failed");
+			memcpy(d, behind, PG);
+		} else if (codec_decompress_dict(ctx, dict, src, (size_t)e->len[i], d, PG)) {
 			die("decompression failed");
+		}
+		if (memcmp(d, page_at(e->pages[i]), PG))
+			die("a page did not come back");
 	}
 	*wall = now_s(CLOCK_MONOTONIC) - w0;
 	return now_s(CLOCK_THREAD_CPUTIME_ID) - c0;
@@ -347,7 +427,8 @@ int main(int argc, char *argv[])
 	struct speed_env env;
 	struct stat sb;
 	double cpu[C_COUNT][2][MAX_ROUNDS], wall[C_COUNT][2][MAX_ROUNDS], med[C_COUNT][2][2];
-	double t0, create_ms[2];
+	double t0, create_ms[2], best[C_COUNT];
+	uint64_t speed_compr[C_COUNT];
 
 	while ((opt = getopt(argc, argv, "c:t:o:b:s:k:d:z:r:m:S:h")) != -1) {
 		switch (opt) {
@@ -441,6 +522,18 @@ int main(int argc, char *argv[])
 	env.dict_bytes = t.bytes;
 	env.dict_len = t.len;
 	env.naive = LZ4_createStream();
+	env.work = LZ4_createStream();
+	env.tmpl = LZ4_createStream();
+	env.ptmpl = LZ4_createStream();
+	env.prefix_len = t.len > 65536 ? 65536 : (int)t.len;
+	env.prefix_buf = malloc((size_t)env.prefix_len + PG);
+	if (!env.work || !env.tmpl || !env.ptmpl || !env.prefix_buf)
+		die("out of memory");
+	memcpy(env.prefix_buf, t.bytes + t.len - (size_t)env.prefix_len, (size_t)env.prefix_len);
+	if (LZ4_loadDict(env.tmpl, (const char *)t.bytes + t.len - (size_t)env.prefix_len,
+			 env.prefix_len) != env.prefix_len ||
+	    LZ4_loadDict(env.ptmpl, env.prefix_buf, env.prefix_len) != env.prefix_len)
+		die("LZ4_loadDict");
 	env.pages = speed_idx;
 	env.n = nspeed;
 	env.out = malloc(nspeed * 2 * PG);
@@ -453,6 +546,14 @@ int main(int argc, char *argv[])
 			enum cfg k = (enum cfg)((c + r) % C_COUNT);
 
 			cpu[k][0][r] = run_compress(&env, k, &wall[k][0][r]);
+			if (r == 0) {
+				/* the store's rules: a page that does not shrink below
+				 * STORE_HUGE_SIZE costs a page */
+				speed_compr[k] = 0;
+				for (i = 0; i < nspeed; i++)
+					speed_compr[k] += env.len[i] < (int)STORE_HUGE_SIZE ?
+							  (uint64_t)env.len[i] : PG;
+			}
 			cpu[k][1][r] = run_decompress(&env, k, &wall[k][1][r]);
 		}
 	}
@@ -461,14 +562,26 @@ int main(int argc, char *argv[])
 			med[c][i][0] = (double)nspeed * PG / 1e6 / median(cpu[c][i], (int)rounds);
 			med[c][i][1] = (double)nspeed * PG / 1e6 / median(wall[c][i], (int)rounds);
 		}
+		/* median() sorted the times: the shortest round is the least disturbed */
+		best[c] = (double)nspeed * PG / 1e6 / cpu[c][0][0];
 	}
 	printf("\nspeed, %zu pages (%.0f MiB), median of %u interleaved rounds, MB/s of "
 	       "input (CPU time / wall clock)\n", nspeed, (double)nspeed * PG / (1 << 20),
 	       rounds);
-	printf("%-24s %21s %21s\n", "", "compress", "decompress");
-	for (c = 0; c < C_COUNT; c++)
-		printf("%-24s %10.1f %10.1f %10.1f %10.1f\n", cfg_name[c], med[c][0][0],
-		       med[c][0][1], med[c][1][0], med[c][1][1]);
+	printf("(ratio: orig/compr of these pages by the store's rules, and against the "
+	       "row lz4 or zstd; x lz4: compression speed (CPU), median and fastest round, "
+	       "against the row lz4's)\n");
+	printf("%-24s %21s %21s %16s %15s\n", "", "compress", "decompress", "ratio",
+	       "x lz4 med/best");
+	for (c = 0; c < C_COUNT; c++) {
+		enum cfg base = cfg_lz4((enum cfg)c) ? C_LZ4 : C_ZSTD;
+
+		printf("%-24s %10.1f %10.1f %10.1f %10.1f %7.4f %+7.2f%% %7.3f %7.3f\n",
+		       cfg_name[c], med[c][0][0], med[c][0][1], med[c][1][0], med[c][1][1],
+		       (double)nspeed * PG / (double)speed_compr[c],
+		       100.0 * ((double)speed_compr[base] / (double)speed_compr[c] - 1),
+		       med[c][0][0] / med[C_LZ4][0][0], best[c] / best[C_LZ4]);
+	}
 	printf("lz4 compression with/without dictionary: %.3f (CPU), %.3f (wall)\n",
 	       med[C_LZ4_DICT][0][0] / med[C_LZ4][0][0], med[C_LZ4_DICT][0][1] / med[C_LZ4][0][1]);
 
@@ -527,6 +640,10 @@ int main(int argc, char *argv[])
 	codec_ctx_fini(&lz4);
 	codec_ctx_fini(&zstd);
 	LZ4_freeStream(env.naive);
+	LZ4_freeStream(env.work);
+	LZ4_freeStream(env.tmpl);
+	LZ4_freeStream(env.ptmpl);
+	free(env.prefix_buf);
 	free(env.out);
 	free(env.len);
 	free(t.bytes);

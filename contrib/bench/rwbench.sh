@@ -6,7 +6,8 @@
 # with real pages, on kernel zram and on zswapfs, interleaved round by round.
 #
 #   rwbench.sh -c CORPUS [-r ROUNDS] [-t RUNTIME] [-a ALGORITHMS] [-d DEVICES] [-s SIZE]
-#              [-B BUFFERS] [-O ZSWAPFS_OPTS] [-V NAME=OPTS]... [-Z ZSWAPFS] [-f]
+#              [-B BUFFERS] [-O ZSWAPFS_OPTS] [-V NAME=OPTS]... [-W NAME=BINARY]...
+#              [-Z ZSWAPFS] [-f]
 #
 # DEVICES (comma separated, default zram,zswapfs), each run with every ALGORITHM (default
 # lz4,zstd):
@@ -17,7 +18,9 @@
 #   zswapfs-ur  the same over FUSE io_uring (fuse_uring=true); runs only where the fuse
 #               module's enable_uring is already Y: this script never changes it
 #   zswapfs-NAME  zswapfs over /dev/fuse with the extra options OPTS of -V NAME=OPTS
-#               (e.g. -V t2=threads=2 -d zram,zswapfs,zswapfs-t2: an A/B in one run)
+#               (e.g. -V t2=threads=2 -d zram,zswapfs,zswapfs-t2: an A/B in one run);
+#               -W NAME=BINARY runs zswapfs-NAME with another build of the daemon (an
+#               A/B of two builds in one run; -V NAME= may then be left out)
 # Each device is filled with the first SIZE (default: all, whole MiB) of CORPUS
 # (dd bs=1M oflag=direct), then for RUNTIME seconds (default 20):
 #   fio --direct=1 --ioengine=psync --bs=4k --time_based --runtime=RUNTIME
@@ -41,7 +44,7 @@ DEVICES=zram,zswapfs
 SIZE_MIB=
 BUFFERS=random
 XOPTS=
-declare -A VOPTS
+declare -A VOPTS VBIN
 FORCE=0
 ZSWAPFS=$here/../../src/zswapfs
 [ -x "$ZSWAPFS" ] || ZSWAPFS=$here/../../build/src/zswapfs
@@ -52,7 +55,7 @@ usage() {
 	exit 2
 }
 
-while getopts c:r:t:a:d:s:B:O:V:Z:fh opt; do
+while getopts c:r:t:a:d:s:B:O:V:W:Z:fh opt; do
 	case $opt in
 	c) CORPUS=$OPTARG ;;
 	r) ROUNDS=$OPTARG ;;
@@ -65,6 +68,11 @@ while getopts c:r:t:a:d:s:B:O:V:Z:fh opt; do
 	V) case $OPTARG in
 	   [a-z0-9]*=?*) VOPTS[${OPTARG%%=*}]=${OPTARG#*=} ;;
 	   *) echo "rwbench: -V NAME=OPTS, not '$OPTARG'" >&2; exit 2 ;;
+	   esac ;;
+	W) case $OPTARG in
+	   [a-z0-9]*=?*) VBIN[${OPTARG%%=*}]=${OPTARG#*=}
+		[ -n "${VOPTS[${OPTARG%%=*}]+x}" ] || VOPTS[${OPTARG%%=*}]= ;;
+	   *) echo "rwbench: -W NAME=BINARY, not '$OPTARG'" >&2; exit 2 ;;
 	   esac ;;
 	Z) ZSWAPFS=$OPTARG ;;
 	f) FORCE=1 ;;
@@ -96,7 +104,8 @@ for d in "${devs[@]}"; do
 		{ echo "rwbench: $ZSWAPFS not built (-Z)" >&2; exit 2; } ;;
 	zswapfs-*) [ -n "${VOPTS[${d#zswapfs-}]+x}" ] ||
 		{ echo "rwbench: no -V ${d#zswapfs-}=OPTS for device '$d'" >&2; exit 2; }
-		[ -x "$ZSWAPFS" ] || { echo "rwbench: $ZSWAPFS not built (-Z)" >&2; exit 2; } ;;
+		[ -x "${VBIN[${d#zswapfs-}]:-$ZSWAPFS}" ] ||
+			{ echo "rwbench: ${VBIN[${d#zswapfs-}]:-$ZSWAPFS} not built" >&2; exit 2; } ;;
 	*) echo "rwbench: unknown device '$d'" >&2; exit 2 ;;
 	esac
 done
@@ -164,11 +173,14 @@ setup_dev() {
 		BLK=/dev/zram0
 		;;
 	zswapfs*)
+		local bin=$ZSWAPFS
 		opts="algorithm=$alg,fuse_uring=false"
 		[ "$dev" = zswapfs-ur ] && opts="algorithm=$alg,fuse_uring=true"
-		[ "$dev" = zswapfs ] || [ "$dev" = zswapfs-ur ] ||
-			opts="$opts,${VOPTS[${dev#zswapfs-}]}"
-		if ! start_fuse "$ZSWAPFS" "${SIZE_MIB}M" "$opts${XOPTS:+,$XOPTS}"; then
+		if [ "$dev" != zswapfs ] && [ "$dev" != zswapfs-ur ]; then
+			opts="$opts${VOPTS[${dev#zswapfs-}]:+,${VOPTS[${dev#zswapfs-}]}}"
+			bin=${VBIN[${dev#zswapfs-}]:-$ZSWAPFS}
+		fi
+		if ! start_fuse "$bin" "${SIZE_MIB}M" "$opts${XOPTS:+,$XOPTS}"; then
 			log "zswapfs did not come up on $MNT: $(cat "$TMP/daemon.err")"
 			return 1
 		fi
@@ -249,7 +261,9 @@ echo "# fio --output-format=json --percentile_list=50:99:99.9:99.99 --filename=D
 	"--name=reader --rw=randread --offset=0 --size=${HALF}M"
 echo "# zswapfs: $ZSWAPFS MNT -f -o size=${SIZE_MIB}M,algorithm=ALG,fuse_uring=false" \
 	"(-ur: true)${XOPTS:+,$XOPTS}; losetup --find --show --direct-io=on MNT/swap"
-for v in "${!VOPTS[@]}"; do echo "# zswapfs-$v: -o ...,${VOPTS[$v]}"; done
+for v in "${!VOPTS[@]}"; do
+	echo "# zswapfs-$v: ${VBIN[$v]:-$ZSWAPFS} -o ...${VOPTS[$v]:+,${VOPTS[$v]}}"
+done
 echo "# zram: comp_algorithm=ALG disksize=${SIZE_MIB}M"
 
 failed=0
