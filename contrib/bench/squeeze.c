@@ -43,12 +43,12 @@ static uint64_t mix(uint64_t x)
 	return x ^ (x >> 31);
 }
 
-/* Page n's content: a function of n alone. */
-static void make_page(uint64_t n, uint64_t *w)
+/* Template k: text, small numbers, pointers, random bytes or mostly zeros. */
+static void make_template(uint64_t k, uint64_t *w)
 {
 	static const char words[] = "the page of swap memory struct return value list node "
 				    "buffer error count index object string static const ";
-	uint64_t h = mix(n), s = h | 1;
+	uint64_t h = mix(k), s = h | 1;
 	unsigned int kind = (unsigned int)(h % 16), i;
 
 	for (i = 0; i < PG / 8; i++) {
@@ -73,7 +73,25 @@ static void make_page(uint64_t n, uint64_t *w)
 			break;
 		}
 	}
+}
+
+/*
+ * Page n's content: a function of n alone.  Made from one of TEMPLATES
+ * pages chosen by n, with n and a hash of it stamped in (neither zram nor
+ * zswapfs shares equal pages, so each compresses like its template):
+ * copying is 10-20 times faster than making a page word by word, and the
+ * fill of a large machine is then bound by the kernel's page faults.
+ */
+#define TEMPLATES	1024u
+static uint64_t *templates;
+
+static void make_page(uint64_t n, uint64_t *w)
+{
+	uint64_t h = mix(n);
+
+	memcpy(w, templates + (h % TEMPLATES) * (PG / 8), PG);
 	w[0] = n;		/* a misplaced page is told by its first word */
+	w[PG / 16] ^= h;
 }
 
 static long mem_available_mib(void)
@@ -149,6 +167,13 @@ int main(int argc, char **argv)
 	}
 	if (leave < 0 || beyond < 0 || step <= 0 || max <= 0 || !page)
 		usage();
+	templates = aligned_alloc(PG, TEMPLATES * PG);
+	if (!templates) {
+		fprintf(stderr, "squeeze: no memory for the templates\n");
+		return 2;
+	}
+	for (uint64_t k = 0; k < TEMPLATES; k++)
+		make_template(k, templates + k * (PG / 8));
 
 	t0 = now();
 	for (;;) {
