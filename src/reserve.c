@@ -4,13 +4,11 @@
 #endif
 #include <errno.h>
 #include <fcntl.h>
-#include <inttypes.h>
 #include <malloc.h>
 #include <poll.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdbool.h>
-#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/eventfd.h>
@@ -198,8 +196,9 @@ static void on_low(void *arg)
 static int meminfo_field(const char *text, const char *key, uint64_t *bytes)
 {
 	size_t n = strlen(key);
+	const char *line = text;
 
-	for (const char *line = text; line && *line; line = strchr(line, '\n'), line += !!line) {
+	for (; line; line = strchr(line, '\n') ? strchr(line, '\n') + 1 : NULL) {
 		unsigned long long kb;
 		char *end;
 
@@ -231,6 +230,7 @@ int reserve_parse_meminfo(const char *text, struct reserve_machine *m)
 int reserve_parse_psi(const char *text, struct reserve_machine *m)
 {
 	unsigned long whole;
+	unsigned int v;
 	const char *p;
 	char *end;
 
@@ -244,10 +244,11 @@ int reserve_parse_psi(const char *text, struct reserve_machine *m)
 	if (errno || whole > 100 || end[0] != '.' || end[1] < '0' || end[1] > '9' ||
 	    end[2] < '0' || end[2] > '9')
 		return -EINVAL;
-	m->psi_some10 = (unsigned int)whole * 100u + (unsigned int)(end[1] - '0') * 10u +
-			(unsigned int)(end[2] - '0');
-	if (m->psi_some10 > 10000)
+	v = (unsigned int)whole * 100u + (unsigned int)(end[1] - '0') * 10u +
+	    (unsigned int)(end[2] - '0');
+	if (v > 10000)
 		return -EINVAL;
+	m->psi_some10 = v;
 	return 0;
 }
 

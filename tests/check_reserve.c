@@ -505,6 +505,7 @@ START_TEST(test_parse_machine)
 	m.psi_some10 = 7;
 	ck_assert_int_eq(reserve_parse_psi("full avg10=1.00\n", &m), -EINVAL);
 	ck_assert_int_eq(reserve_parse_psi("some avg10=101.00\n", &m), -EINVAL);
+	ck_assert_int_eq(reserve_parse_psi("some avg10=100.50\n", &m), -EINVAL);
 	ck_assert_int_eq(reserve_parse_psi("some avg10=-1.00\n", &m), -EINVAL);
 	ck_assert_int_eq(reserve_parse_psi("some avg10=1.5\n", &m), -EINVAL);
 	ck_assert_int_eq(reserve_parse_psi("some avg10=\n", &m), -EINVAL);
