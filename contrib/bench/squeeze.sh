@@ -76,6 +76,12 @@ done
 [ -z "$OUTDIR" ] || mkdir -p "$OUTDIR" || exit 2
 [ -x "$SQUEEZE" ] || { echo "squeeze: $SQUEEZE missing: run make in $here" >&2; exit 2; }
 bench_init
+PROG='' TSAMP=''
+# the program and the thread sampler first: teardown cannot swapoff while the program holds
+# pages in swap, and must not stop the daemon under it
+# shellcheck disable=SC2154 # p is the trap's own loop variable
+trap 'log interrupted; for p in $PROG $TSAMP; do kill -KILL "$p" 2>/dev/null; done; wait; exit 130' \
+	INT TERM HUP
 if [ "$(tail -n +2 /proc/swaps | wc -l)" != 0 ]; then
 	log "other swap is active (see /proc/swaps): the squeeze must swap to zswapfs only"
 	exit 2
@@ -200,12 +206,12 @@ run_one() {
 	SAMPLER=$!
 	if [ -n "$DPID" ]; then
 		thread_sampler "$SAMPLER" > "$TMP/threads.$n" &
-		tsamp=$!
+		tsamp=$! TSAMP=$!
 	fi
 	rm -f "$TMP/progress"
 	t0=$(date +%s)
 	"$SQUEEZE" -L "$LEAVE" -B "$BEYOND" -p "$TMP/progress" > "$TMP/out.$n" 2>&1 &
-	pid=$!
+	pid=$! PROG=$!
 	while kill -0 "$pid" 2>/dev/null; do
 		sleep 1
 		elapsed=$(( $(date +%s) - t0 ))
@@ -224,10 +230,11 @@ run_one() {
 		fi
 	done
 	wait "$pid" || rc=$?
+	PROG=''
 	elapsed=$(( $(date +%s) - t0 ))
 	last=$(stats reserve_dry failed_writes reserve_refills reserve_refill_max_us \
 		reserve_peak_rate mem_used_max reserve_pressure_wakeups)
-	[ -n "$tsamp" ] && { kill "$tsamp"; wait "$tsamp" 2>/dev/null; }
+	[ -n "$tsamp" ] && { kill "$tsamp"; wait "$tsamp" 2>/dev/null; TSAMP=''; }
 	kill "$SAMPLER"; wait "$SAMPLER" 2>/dev/null; SAMPLER=
 	# swapping began at the first sample with swap in use; the reserve lasted until the
 	# first sample that saw reserve_dry above 0
