@@ -17,8 +17,9 @@
 #   -W  no progress from the program for this many seconds and no answer from the
 #       daemon's stats within 5 s: hung (default 60)
 #   -Z  the daemon; several, comma separated, take turns within each run (A/B interleaved)
-#   -D  devices, comma separated, in turn within each run: zswapfs (each -Z), zram (kernel
-#       zram0, lz4; refused if zram0 is in use; reset afterwards) (default zswapfs)
+#   -D  devices, comma separated, in turn within each run: zswapfs (each -Z), zswapfs-nowbt
+#       (the same with the loop device's writeback throttling off: wbt_lat_usec 0), zram
+#       (kernel zram0, lz4; refused if zram0 is in use; reset afterwards) (default zswapfs)
 #   -O  keep each run's samples (samples.N.DEV) and the daemon's thread states (threads.N.DEV)
 # A hung run has its FUSE connection aborted through fusectl (the program then dies, its
 # swapped pages lost), so that the machine comes back; it counts as a hang.
@@ -37,7 +38,7 @@ OUTDIR='' ZSWAPFS=$here/../../src/zswapfs
 SQUEEZE=$here/squeeze
 
 usage() {
-	sed -n '4,27p' "$0" | sed 's/^# \{0,1\}//' >&2
+	sed -n '4,28p' "$0" | sed 's/^# \{0,1\}//' >&2
 	exit 2
 }
 
@@ -64,10 +65,10 @@ IFS=, read -r -a DEVLIST <<< "$DEVICES"
 TURNS=()
 for d in "${DEVLIST[@]}"; do
 	case $d in
-	zswapfs)
+	zswapfs|zswapfs-nowbt)
 		for z in "${DAEMONS[@]}"; do
 			[ -x "$z" ] || { echo "squeeze: $z not built" >&2; exit 2; }
-			TURNS+=("zswapfs:$z")
+			TURNS+=("$d:$z")
 		done ;;
 	zram) TURNS+=(zram) ;;
 	*) echo "squeeze: unknown device $d" >&2; exit 2 ;;
@@ -173,11 +174,14 @@ thread_sampler() {
 # set up swap on device $1 (zswapfs:BINARY or zram); sets the state teardown undoes
 swap_up() {
 	case $1 in
-	zswapfs:*)
-		start_fuse "${1#zswapfs:}" "$SWAPSIZE" "$OPTS" ||
+	zswapfs*:*)
+		start_fuse "${1#*:}" "$SWAPSIZE" "$OPTS" ||
 			{ log "zswapfs did not start: $(cat "$TMP/daemon.err")"; return 1; }
 		LOOPDEV=$(losetup --find --show --direct-io=on "$MNT/swap") ||
 			{ LOOPDEV=; return 1; }
+		if [ "${1%%:*}" = zswapfs-nowbt ]; then
+			echo 0 > "/sys/block/${LOOPDEV#/dev/}/queue/wbt_lat_usec" || return 1
+		fi
 		mkswap "$LOOPDEV" >/dev/null || return 1
 		swapon --discard --priority 32767 "$LOOPDEV" || return 1
 		SWAPDEV=$LOOPDEV ;;
@@ -199,7 +203,7 @@ swap_up() {
 run_one() {
 	local n=$1 dev=$2 pid rc=0 hung='' t0 elapsed last mtime swaptotal line tag tsamp=''
 	tag=${dev%%:*}
-	[ "$tag" = zswapfs ] && [ "${#DAEMONS[@]}" -gt 1 ] && tag=$tag:$(basename "${dev#zswapfs:}")
+	[ "$tag" != zram ] && [ "${#DAEMONS[@]}" -gt 1 ] && tag=$tag:$(basename "${dev#*:}")
 	swap_up "$dev" || { teardown; return 1; }
 	swaptotal=$(meminfo SwapTotal)
 	sampler > "$TMP/samples.$n" &
