@@ -117,15 +117,19 @@ now_ms() { local t=${EPOCHREALTIME/./}; echo $(( t / 1000 )); }
 sampler() {
 	local t0 a b c k v line keys=" reserve_bytes reserve_dry failed_writes mem_used_total \
 reserve_target_bytes reserve_pressure reserve_refill_wait_us "
-	local avail free
+	local avail free text
 	t0=$(now_ms)
 	while :; do
 		a=$(now_ms)
 		line=''
 		if [ -n "$MNT" ]; then
+			# the whole file in a few reads: each is a FUSE round trip,
+			# queued behind the swap writes
+			text=''
+			read -r -d '' -N 1048576 text < "$MNT/stats"
 			while read -r k v; do
 				[[ $keys == *" $k "* ]] && line+="$k=$v "
-			done < "$MNT/stats"
+			done <<< "$text"
 		elif [ -r "$ZRAM/mm_stat" ]; then
 			read -r _ _ v _ < "$ZRAM/mm_stat"
 			line="mem_used_total=$v "
@@ -240,8 +244,8 @@ run_one() {
 		reserve_peak_rate mem_used_max reserve_pressure_wakeups)
 	[ -n "$tsamp" ] && { kill "$tsamp"; wait "$tsamp" 2>/dev/null; TSAMP=''; }
 	kill "$SAMPLER"; wait "$SAMPLER" 2>/dev/null; SAMPLER=
-	# swapping began at the first sample with swap in use; the reserve lasted until the
-	# first sample that saw reserve_dry above 0
+	# swapping began at the first sample with more than 64 MiB in swap (a few pages go
+	# early); the reserve lasted until the first sample that saw reserve_dry above 0
 	line=$(awk -v total="$swaptotal" '
 		function v(k,   i) { for (i = 1; i <= NF; i++) if (index($i, k "=") == 1)
 			return substr($i, length(k) + 2); return "" }
@@ -253,7 +257,7 @@ run_one() {
 		  if (ms > max_ms) max_ms = ms
 		  if (fk > max_fk) max_fk = fk
 		  used = total - free; if (used > max_used) max_used = used
-		  if (start == "" && used > 0) { start = t; res_at_start = res; tg_at_start = tg }
+		  if (start == "" && used > 65536) { start = t; res_at_start = res; tg_at_start = tg }
 		  if (start != "" && res != "" && (min_res == "" || res + 0 < min_res))
 			min_res = res + 0
 		  if (start != "" && first_dry == "" && dry + 0 > 0) first_dry = t }
