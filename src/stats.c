@@ -208,6 +208,10 @@ static void put_reserve(struct text *t, const struct arena_stats *as)
 	put(t, STATS_K_RESERVE_REFILL_MAX_US, rs.refill_max_us);
 	put(t, STATS_K_RESERVE_REFILL_FAILURES, rs.refill_failures);
 	put(t, STATS_K_RESERVE_WAKEUPS, rs.wakeups);
+	put(t, STATS_K_RESERVE_REFILL_WAIT_US, rs.refill_wait_us);
+	put(t, STATS_K_RESERVE_PRESSURE, rs.pressure);
+	put(t, STATS_K_RESERVE_PRESSURE_WAKEUPS, rs.pressure_wakeups);
+	put(t, STATS_K_RESERVE_MEM_AVAILABLE, rs.mem_available);
 	put(t, STATS_K_ARENA_DESC_BYTES, as->desc_bytes);
 	put(t, STATS_K_IO_FLUSHER, flusher > 0);
 	put_text(t, STATS_K_MEMCG, mr.state);

@@ -159,6 +159,14 @@
 	  "refills the kernel refused") \
 	X(RESERVE_WAKEUPS, "reserve_wakeups", NUM, ONE, "count", \
 	  "times a request woke the reserve thread") \
+	X(RESERVE_REFILL_WAIT_US, "reserve_refill_wait_us", NUM, ONE, "us", \
+	  "the longest wait for one chunk of a refill lately, decaying") \
+	X(RESERVE_PRESSURE, "reserve_pressure", NUM, ONE, "permille", \
+	  "how near the machine is to running out of memory, as the reserve is sized") \
+	X(RESERVE_PRESSURE_WAKEUPS, "reserve_pressure_wakeups", NUM, ONE, "count", \
+	  "times the PSI trigger woke the reserve thread") \
+	X(RESERVE_MEM_AVAILABLE, "reserve_mem_available", NUM, ONE, "bytes", \
+	  "MemAvailable as the reserve thread last read it (0: not read)") \
 	X(ARENA_DESC_BYTES, "arena_desc_bytes", NUM, ONE, "bytes", \
 	  "locked memory holding span descriptors") \
 	X(IO_FLUSHER, "io_flusher", NUM, ONE, "0/1", "PR_SET_IO_FLUSHER is in force") \

@@ -123,6 +123,35 @@ static int run_checked(char *const argv[], char *out, size_t outlen, bool quiet)
 	return 0;
 }
 
+/*
+ * Writeback throttling off on the new loop device (its queue's
+ * wbt_lat_usec 0).  wbt limits the writes in flight to a device whose
+ * writes are slower than a target (2 ms for a non-rotational one): through
+ * loop and FUSE they are, and under whole-machine pressure every task in
+ * direct reclaim, the daemon's reserve thread included, then waits in
+ * wbt_wait (rq_qos_wait) for its turn to swap a page out to us, seconds
+ * at a time (contrib/bench/squeeze.sh, thread states).  zram, a bio-based
+ * device, has no such queue.  A kernel without wbt has no file: nothing to
+ * do; any other failure is said and swapon goes on.
+ */
+static void loop_wbt_off(const char *dev)
+{
+	char path[CTL_DEV_LEN + 128];
+	int fd;
+
+	snprintf(path, sizeof(path), "/sys/block/%s/queue/wbt_lat_usec", dev + 5);
+	fd = open(path, O_WRONLY | O_CLOEXEC);
+	if (fd < 0) {
+		if (errno != ENOENT)
+			ctl_err("warning: %s: %s: writeback throttling stays on", path,
+				strerror(errno));
+		return;
+	}
+	if (write(fd, "0", 1) != 1)
+		ctl_err("warning: %s: %s: writeback throttling stays on", path, strerror(errno));
+	close(fd);
+}
+
 int ctl_cmd_swapon(int argc, char **argv)
 {
 	static const struct option opts[] = {
@@ -189,6 +218,7 @@ int ctl_cmd_swapon(int argc, char **argv)
 		ctl_err("losetup printed no device ('%s')", dev);
 		return CTL_EXIT_ERR;
 	}
+	loop_wbt_off(dev);
 	{
 		char *const mkswap[] = { "mkswap", dev, NULL };
 

@@ -9,6 +9,7 @@
  */
 #include <check.h>
 #include <errno.h>
+#include <limits.h>
 #include <malloc.h>
 #include <pthread.h>
 #include <stdatomic.h>
@@ -458,6 +459,255 @@ START_TEST(test_prepared_thread_takes_no_fault)
 }
 END_TEST
 
+/* ---- whole-machine pressure (reserve.h) ---- */
+
+#define MIB		(1ull << 20)
+#define GIB		(1ull << 30)
+#define RES_MIN_PAGES	(8 * MIB / PG)
+#define RES_MAX_PAGES	(128 * MIB / PG)
+
+static const char meminfo_text[] =
+	"MemTotal:       24683548 kB\n"
+	"MemFree:        23930912 kB\n"
+	"MemAvailable:   24352064 kB\n"
+	"Buffers:           12345 kB\n";
+
+START_TEST(test_parse_machine)
+{
+	struct reserve_machine m = { 0 };
+
+	ck_assert_int_eq(reserve_parse_meminfo(meminfo_text, &m), 0);
+	ck_assert_uint_eq(m.mem_total, 24683548ull * 1024);
+	ck_assert_uint_eq(m.mem_available, 24352064ull * 1024);
+	/* Missing, malformed, out of range: refused, m unchanged. */
+	ck_assert_int_eq(reserve_parse_meminfo("MemTotal: 100 kB\n", &m), -EINVAL);
+	ck_assert_int_eq(reserve_parse_meminfo("MemTotal: 100 kB\nMemAvailable: x kB\n", &m),
+			 -EINVAL);
+	ck_assert_int_eq(reserve_parse_meminfo("MemTotal: 100 kB\nMemAvailable: 5 MB\n", &m),
+			 -EINVAL);
+	ck_assert_int_eq(reserve_parse_meminfo("MemTotal: 100 kB\n"
+					       "MemAvailable: 99999999999999999999 kB\n", &m),
+			 -EINVAL);
+	/* A key is the whole name before the colon. */
+	ck_assert_int_eq(reserve_parse_meminfo("XMemTotal: 1 kB\nMemAvailable: 1 kB\n", &m),
+			 -EINVAL);
+	ck_assert_int_eq(reserve_parse_meminfo("", &m), -EINVAL);
+	ck_assert_uint_eq(m.mem_total, 24683548ull * 1024);
+
+	ck_assert_int_eq(reserve_parse_psi("some avg10=12.34 avg60=1.00 avg300=0.10 total=99\n"
+					   "full avg10=3.00 avg60=0.00 avg300=0.00 total=9\n", &m),
+			 0);
+	ck_assert_uint_eq(m.psi_some10, 1234);
+	ck_assert_int_eq(reserve_parse_psi("some avg10=0.00 avg60=0.00\n", &m), 0);
+	ck_assert_uint_eq(m.psi_some10, 0);
+	ck_assert_int_eq(reserve_parse_psi("some avg10=100.00 avg60=0.00\n", &m), 0);
+	ck_assert_uint_eq(m.psi_some10, 10000);
+	m.psi_some10 = 7;
+	ck_assert_int_eq(reserve_parse_psi("full avg10=1.00\n", &m), -EINVAL);
+	ck_assert_int_eq(reserve_parse_psi("some avg10=101.00\n", &m), -EINVAL);
+	ck_assert_int_eq(reserve_parse_psi("some avg10=100.50\n", &m), -EINVAL);
+	ck_assert_int_eq(reserve_parse_psi("some avg10=-1.00\n", &m), -EINVAL);
+	ck_assert_int_eq(reserve_parse_psi("some avg10=1.5\n", &m), -EINVAL);
+	ck_assert_int_eq(reserve_parse_psi("some avg10=\n", &m), -EINVAL);
+	ck_assert_int_eq(reserve_parse_psi("", &m), -EINVAL);
+	ck_assert_uint_eq(m.psi_some10, 7);
+}
+END_TEST
+
+START_TEST(test_pressure_level)
+{
+	struct reserve_machine m = { .mem_total = 24 * GIB };
+
+	/* 24 GiB: the band is 1 GiB (24/32 is less) down to 512 MiB. */
+	m.mem_available = 20 * GIB;
+	ck_assert_uint_eq(reserve_pressure_level(&m), 0);
+	m.mem_available = 1 * GIB;
+	ck_assert_uint_eq(reserve_pressure_level(&m), 0);
+	m.mem_available = 768 * MIB;
+	ck_assert_uint_eq(reserve_pressure_level(&m), RESERVE_PRESSURE_FULL / 2);
+	m.mem_available = 512 * MIB;
+	ck_assert_uint_eq(reserve_pressure_level(&m), RESERVE_PRESSURE_FULL);
+	m.mem_available = 0;
+	ck_assert_uint_eq(reserve_pressure_level(&m), RESERVE_PRESSURE_FULL);
+
+	/* PSI counts only near the band: a cgroup's stalls are not ours. */
+	m.psi_some10 = 5000;
+	m.mem_available = 20 * GIB;
+	ck_assert_uint_eq(reserve_pressure_level(&m), 0);
+	m.mem_available = 1536 * MIB;
+	ck_assert_uint_eq(reserve_pressure_level(&m), RESERVE_PRESSURE_FULL);
+	m.psi_some10 = 550;	/* half way from 1 % to 10 % */
+	ck_assert_uint_eq(reserve_pressure_level(&m), RESERVE_PRESSURE_FULL / 2);
+	m.psi_some10 = 100;
+	ck_assert_uint_eq(reserve_pressure_level(&m), 0);
+	/* The higher of the two. */
+	m.psi_some10 = 325;	/* a quarter */
+	m.mem_available = 768 * MIB;
+	ck_assert_uint_eq(reserve_pressure_level(&m), RESERVE_PRESSURE_FULL / 2);
+
+	/* 256 GiB: the band starts at 1/32 of RAM. */
+	m = (struct reserve_machine){ .mem_total = 256 * GIB, .mem_available = 8 * GIB };
+	ck_assert_uint_eq(reserve_pressure_level(&m), 0);
+	m.mem_available = 6 * GIB;
+	ck_assert_uint_eq(reserve_pressure_level(&m), RESERVE_PRESSURE_FULL / 2);
+	/* 2 GiB: at most a quarter of RAM, 512 MiB down to 256. */
+	m = (struct reserve_machine){ .mem_total = 2 * GIB, .mem_available = 600 * MIB };
+	ck_assert_uint_eq(reserve_pressure_level(&m), 0);
+	m.mem_available = 384 * MIB;
+	ck_assert_uint_eq(reserve_pressure_level(&m), RESERVE_PRESSURE_FULL / 2);
+	/* Unknown: none. */
+	m = (struct reserve_machine){ 0 };
+	ck_assert_uint_eq(reserve_pressure_level(&m), 0);
+}
+END_TEST
+
+START_TEST(test_pressure_hold)
+{
+	const unsigned int full = RESERVE_PRESSURE_FULL;
+
+	ck_assert_uint_eq(reserve_pressure_hold(0, 300, 0), 300);
+	ck_assert_uint_eq(reserve_pressure_hold(full, 0, 0), full);
+	/* Halves every 10 s once the pressure is gone. */
+	ck_assert_uint_eq(reserve_pressure_hold(full, 0, 10000), full / 2);
+	ck_assert_uint_eq(reserve_pressure_hold(full, 0, 20000), full / 4);
+	ck_assert_uint_eq(reserve_pressure_hold(full, 0, 5000), full * 3 / 4);
+	ck_assert_uint_eq(reserve_pressure_hold(full, 0, 3600000), 0);
+	/* Step by step, as the thread goes: down, never up on its own. */
+	{
+		unsigned int held = full, prev = full;
+
+		for (unsigned int t = 0; t < 600; t++) {
+			held = reserve_pressure_hold(held, 0, 100);
+			ck_assert_uint_le(held, prev);
+			prev = held;
+		}
+		ck_assert_uint_lt(held, full / 8);
+	}
+	/* A new level above what is held wins at once. */
+	ck_assert_uint_eq(reserve_pressure_hold(100, 900, 100), 900);
+	ck_assert_uint_eq(reserve_pressure_hold(900, 100, 100), 895);
+}
+END_TEST
+
+START_TEST(test_size_pages)
+{
+	struct reserve_sizing s = { 0 };
+	const double mib_s = MIB / PG;		/* 1 MiB/s in pages */
+
+	ck_assert_uint_eq(reserve_size_pages(&s), RES_MIN_PAGES);
+	/* The rate: 100 MiB/s for 250 ms. */
+	s.peak_rate = 100 * mib_s;
+	ck_assert_uint_eq(reserve_size_pages(&s), 25 * MIB / PG);
+	/* Refills that waited longer: that long instead. */
+	s.wait_us = 100000;
+	ck_assert_uint_eq(reserve_size_pages(&s), 25 * MIB / PG);
+	s.wait_us = 1000000;
+	ck_assert_uint_eq(reserve_size_pages(&s), 100 * MIB / PG);
+	s.wait_us = 36000000;
+	ck_assert_uint_eq(reserve_size_pages(&s), RES_MAX_PAGES);
+	/* Pressure, with no write yet: toward the most, as it rises. */
+	s = (struct reserve_sizing){ .pressure = RESERVE_PRESSURE_FULL };
+	ck_assert_uint_eq(reserve_size_pages(&s), RES_MAX_PAGES);
+	s.pressure = RESERVE_PRESSURE_FULL / 2;
+	ck_assert_uint_eq(reserve_size_pages(&s), (RES_MIN_PAGES + RES_MAX_PAGES) / 2);
+	s.pressure = 5 * RESERVE_PRESSURE_FULL;
+	ck_assert_uint_eq(reserve_size_pages(&s), RES_MAX_PAGES);
+	/* The rate wins when it asks more. */
+	s = (struct reserve_sizing){ .pressure = 100, .peak_rate = 200 * mib_s };
+	ck_assert_uint_eq(reserve_size_pages(&s), 50 * MIB / PG);
+	/* mem_limit: the room below it, at least the least. */
+	s = (struct reserve_sizing){ .pressure = RESERVE_PRESSURE_FULL,
+				     .limit_pages = 64 * MIB / PG, .used_pages = 40 * MIB / PG };
+	ck_assert_uint_eq(reserve_size_pages(&s), 24 * MIB / PG);
+	s.used_pages = 70 * MIB / PG;
+	ck_assert_uint_eq(reserve_size_pages(&s), RES_MIN_PAGES);
+}
+END_TEST
+
+/* In place: the thread keeps its descriptors open (a read that finds the
+ * file half written fails to parse and changes nothing). */
+static void write_text(const char *path, const char *text)
+{
+	FILE *f = fopen(path, "w");
+
+	ck_assert_ptr_nonnull(f);
+	ck_assert_int_ge(fputs(text, f), 0);
+	ck_assert_int_eq(fclose(f), 0);
+}
+
+/* Poll the reserve's figures until cond holds, up to 5 s. */
+#define WAIT_FOR(rs, cond)						\
+	do {								\
+		for (unsigned int w_ = 0; w_ < 500; w_++) {		\
+			reserve_get_stats(&(rs));			\
+			if (cond)					\
+				break;					\
+			usleep(10000);					\
+		}							\
+	} while (0)
+
+/*
+ * The thread on a fake machine: MemAvailable low, the target goes to the
+ * most before any write; the figures it read are in the stats.  Files it
+ * cannot read or parse change nothing.
+ */
+START_TEST(test_thread_machine)
+{
+	char dir[] = "/tmp/check_reserve.XXXXXX", meminfo[PATH_MAX], psi[PATH_MAX];
+	struct reserve_config cfg = { .meminfo_path = meminfo, .psi_path = psi };
+	struct reserve_stats rs;
+	struct arena_stats st;
+	struct arena *a = arena_create(0);
+	struct reserve *r;
+
+	ck_assert_ptr_nonnull(a);
+	ck_assert_ptr_nonnull(mkdtemp(dir));
+	snprintf(meminfo, sizeof(meminfo), "%s/meminfo", dir);
+	snprintf(psi, sizeof(psi), "%s/psi", dir);
+	write_text(meminfo, "MemTotal: 25165824 kB\nMemAvailable: 20000000 kB\n");
+	write_text(psi, "some avg10=0.00 avg60=0.00 avg300=0.00 total=0\n");
+	r = reserve_start(a, &cfg);
+	ck_assert_ptr_nonnull(r);
+	WAIT_FOR(rs, rs.mem_available == 20000000ull * 1024);
+	ck_assert_uint_eq(rs.mem_available, 20000000ull * 1024);
+	ck_assert_uint_eq(rs.pressure, 0);
+	arena_get_stats(a, &st);
+	ck_assert_uint_eq(st.reserve_target, RES_MIN_PAGES);
+
+	/* Near the point where swapping begins: the most, made resident. */
+	write_text(meminfo, "MemTotal: 25165824 kB\nMemAvailable: 307200 kB\n");
+	WAIT_FOR(rs, rs.pressure == RESERVE_PRESSURE_FULL);
+	ck_assert_uint_eq(rs.pressure, RESERVE_PRESSURE_FULL);
+	ck_assert_uint_eq(rs.mem_available, 307200ull * 1024);
+	for (unsigned int i = 0; i < 500; i++) {
+		arena_get_stats(a, &st);
+		if (st.reserve_pages >= RES_MAX_PAGES)
+			break;
+		usleep(10000);
+	}
+	ck_assert_uint_eq(st.reserve_target, RES_MAX_PAGES);
+	ck_assert_uint_ge(st.reserve_pages, RES_MAX_PAGES);
+
+	/* Plenty again: held for now (it decays over tens of seconds). */
+	write_text(meminfo, "MemTotal: 25165824 kB\nMemAvailable: 20000000 kB\n");
+	WAIT_FOR(rs, rs.mem_available == 20000000ull * 1024);
+	ck_assert_uint_gt(rs.pressure, RESERVE_PRESSURE_FULL / 2);
+
+	/* Garbage: the last figures stay. */
+	write_text(meminfo, "MemTotal: lots\n");
+	write_text(psi, "nonsense\n");
+	usleep(300000);
+	reserve_get_stats(&rs);
+	ck_assert_uint_eq(rs.mem_available, 20000000ull * 1024);
+	ck_assert_uint_eq(rs.pressure_wakeups, 0);	/* no trigger on a fake file */
+	reserve_stop(r);
+	arena_destroy(a);
+	unlink(meminfo);
+	unlink(psi);
+	rmdir(dir);
+}
+END_TEST
+
 static Suite *reserve_suite(void)
 {
 	Suite *s = suite_create("reserve");
@@ -471,6 +721,11 @@ static Suite *reserve_suite(void)
 	tcase_add_test(tc, test_store_write_enospc);
 	tcase_add_test(tc, test_reserve_thread);
 	tcase_add_test(tc, test_prepared_thread_takes_no_fault);
+	tcase_add_test(tc, test_parse_machine);
+	tcase_add_test(tc, test_pressure_level);
+	tcase_add_test(tc, test_pressure_hold);
+	tcase_add_test(tc, test_size_pages);
+	tcase_add_test(tc, test_thread_machine);
 	suite_add_tcase(s, tc);
 	return s;
 }

@@ -30,9 +30,10 @@ read_back() {
 
 # stats_but_rss MOUNT: the stats file without the figures that move by
 # themselves (the daemon's RSS; over io_uring, the stats reads are ring
-# requests).
+# requests; what the reserve thread reads of the machine and decays each
+# tick, reserve.h).
 stats_but_rss() {
-	zs_run 20 grep -vE '^(rss_bytes|uring_reqs) ' "$1/stats"
+	zs_run 20 grep -vE '^(rss_bytes|uring_reqs|reserve_(peak_rate|refill_wait_us|pressure|mem_available)) ' "$1/stats"
 }
 
 corpus=$ZS_TMP/corpus

@@ -187,6 +187,8 @@ case $dev in /dev/loop[0-9]*) ;; *) fail "swapon printed '$dev'" ;; esac
 awk -v d="$dev" '$1 == d && $NF == 7 { f = 1 } END { exit !f }' /proc/swaps ||
 	{ cat /proc/swaps >&2; fail "$dev not in /proc/swaps with priority 7"; }
 [ "$(cat "/sys/block/${dev#/dev/}/loop/dio")" = 1 ] || fail "$dev is not in direct I/O mode"
+wbt=/sys/block/${dev#/dev/}/queue/wbt_lat_usec
+[ ! -e "$wbt" ] || [ "$(cat "$wbt")" = 0 ] || fail "$dev has writeback throttling on"
 
 expect_fail 1 "already swapped on ($dev)" swapon "$mnt"
 [ "$(loops_on "$mnt" | wc -l)" -eq 1 ] || fail "the refused swapon attached a device"
