@@ -27,10 +27,11 @@
  * Where the file may be: see backing_open().
  *
  * Sealing (seal.h), on unless the cipher is SEAL_NONE: every object's data
- * is encrypted and authenticated with a key drawn at open, which exists only
- * in locked memory.  The nonce is the sequence number the object's segment
- * got when it was opened for filling (a counter, new at every opening and
- * every restart) with the object's offset in the segment: each opening
+ * is encrypted and authenticated with a key drawn at open (or kept for the
+ * file: Restart, below), which exists only in locked memory.  The nonce is
+ * the sequence number the object's segment got when it was opened for
+ * filling (a counter, new at every opening, kept across processes) with the
+ * object's offset in the segment: each opening
  * writes an offset once, so no nonce repeats, and the copy of a segment
  * from an earlier opening (replayed) fails its tag.  The header's fields
  * (magic, slot, len, codec, flags) stay readable for the segment walk and
