@@ -51,17 +51,28 @@ kill_worker() {
 	[ -n "$w" ] && kill -KILL "$w" 2>/dev/null
 }
 
-# start_killer MIN_MS MAX_MS: in the background, kill the worker every
-# MIN..MAX ms at random; the number of kills goes to $ZS_TMP/kills.
+# start_killer MIN_MS MAX_MS [note]: in the background, kill the worker every
+# MIN..MAX ms at random; the number of kills goes to $ZS_TMP/kills.  With
+# `note`, each kill is preceded by a line of what that worker had done, in
+# $ZS_TMP/noted: worker_generation bd_count bd_reads backing_compaction_moves.
 start_killer() {
-	local min=$1 max=$2
+	local min=$1 max=$2 note=${3-}
 	echo 0 >"$ZS_TMP/kills"
+	: >"$ZS_TMP/noted"
 	(
 		n=0
 		while :; do
 			sleep "$(awk -v r="$RANDOM" -v a="$min" -v b="$max" \
 				'BEGIN { printf "%.3f", (a + (b - a) * r / 32767) / 1000 }')"
-			if kill_worker; then
+			w=$(worker)
+			[ -n "$w" ] || continue
+			[ -z "$note" ] || awk '$1 == "bd_count" || $1 == "bd_reads" ||
+				$1 == "backing_compaction_moves" || $1 == "worker_generation" {
+					v[$1] = $2 }
+				END { print v["worker_generation"], v["bd_count"], v["bd_reads"],
+					v["backing_compaction_moves"] }' "$ZS_MNT/stats" \
+				>>"$ZS_TMP/noted" 2>/dev/null || true
+			if kill -KILL "$w" 2>/dev/null; then
 				n=$((n + 1))
 				echo "$n" >"$ZS_TMP/kills"
 			fi
@@ -238,34 +249,6 @@ BK_MEM_LIMIT_MIB=32
 BK_MIB=128
 BK_HOG_MIB=256
 
-# killer_noting MIN_MS MAX_MS: start_killer, noting before each kill the
-# stats line of the keys the case checks, in $ZS_TMP/noted.
-start_killer_noting() {
-	local min=$1 max=$2
-	echo 0 >"$ZS_TMP/kills"
-	: >"$ZS_TMP/noted"
-	(
-		n=0
-		while :; do
-			sleep "$(awk -v r="$RANDOM" -v a="$min" -v b="$max" \
-				'BEGIN { printf "%.3f", (a + (b - a) * r / 32767) / 1000 }')"
-			w=$(worker)
-			[ -n "$w" ] || continue
-			awk '$1 == "bd_count" || $1 == "bd_reads" || $1 == "backing_compaction_moves" ||
-				$1 == "worker_generation" { v[$1] = $2 }
-				END { print v["worker_generation"], v["bd_count"], v["bd_reads"],
-					v["backing_compaction_moves"] }' "$ZS_MNT/stats" \
-				>>"$ZS_TMP/noted" 2>/dev/null || true
-			if kill -KILL "$w" 2>/dev/null; then
-				n=$((n + 1))
-				echo "$n" >"$ZS_TMP/kills"
-			fi
-		done
-	) </dev/null &
-	killer=$!
-	push_undo kill -KILL "$killer"
-}
-
 backing_case() {
 	local encrypt=$1 cipher kills restarts v moves bd_first bd_last bd_max size
 	rm -f "$ZS_TMP/backing"
@@ -280,7 +263,7 @@ writeback.max_size=${BK_MIB}M,writeback.compact_threshold=90,writeback.encrypt=$
 	fi
 	zs_swapon "$ZS_MNT"
 	zs_memhog_start "$HOG_TIMEOUT" --size "$BK_HOG_MIB" --passes 3
-	start_killer_noting 500 2000
+	start_killer 500 2000 note
 	zs_memhog_wait
 	stop_killer
 	zs_memhog_passed "$HOG_TIMEOUT"
