@@ -318,7 +318,7 @@ int backing_shared_init(void *mem, size_t bytes, uint64_t max_size, enum seal_ci
 				backing_shared_bytes(max_size));
 		return -EINVAL;
 	}
-	memset(sh, 0, sizeof(*sh));
+	memset(sh, 0, backing_shared_bytes(max_size));
 	sh->magic = BACKING_SHARED_MAGIC;
 	sh->version = BACKING_SHARED_VERSION;
 	sh->nr_segs = (uint32_t)(max_size / BACKING_SEG_SIZE);
