@@ -246,7 +246,7 @@ zs_umount
 # (backing_compaction_moves is the worker's own count).  Sealing on (the
 # default) and off.
 BK_MEM_LIMIT_MIB=32
-BK_MIB=128
+BK_MIB=192
 BK_HOG_MIB=256
 
 backing_case() {
