@@ -67,6 +67,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
 #include <unistd.h>
 #include <time.h>
 
@@ -98,9 +100,40 @@ _Static_assert(READER_BUF >= BACKING_ALIGN - 16 + BACKING_HDR_SIZE + BACKING_MAX
 	       "a reader's buffer covers the worst-placed object");
 _Static_assert(BACKING_SEG_SIZE % BACKING_ALIGN == 0, "segments are whole blocks");
 
+/*
+ * What outlives a process (backing.h, Restart): in the caller's memory with
+ * backing_attach(), in memory of our own with backing_open().  The key and
+ * the cipher are written once, before any process seals; next_seq and seq[]
+ * only under b->lock (a new process starts after the last one died).
+ */
+struct backing_shared {
+	uint64_t magic;			/* BACKING_SHARED_MAGIC */
+	uint32_t version;		/* BACKING_SHARED_VERSION */
+	uint32_t nr_segs;
+	uint32_t seg_size;		/* BACKING_SEG_SIZE */
+	uint32_t cipher;		/* enum seal_cipher, never SEAL_AUTO */
+	uint64_t next_seq;		/* the last sequence given */
+	unsigned char key[SEAL_KEY_SIZE];	/* with a cipher: the sealing key */
+	/* Counters that carry over from one process to the next. */
+	atomic_uint_fast64_t bytes_written;
+	atomic_uint_fast64_t writes;
+	atomic_uint_fast64_t reads;
+	atomic_uint_fast64_t bytes_read;	/* by backing_read's preads */
+	atomic_uint_fast64_t write_errors;
+	atomic_uint_fast64_t read_errors;
+	atomic_uint_fast64_t auth_failures;
+	atomic_uint_fast64_t holes_punched;
+	uint64_t seq[];			/* per segment: its sequence (see above) */
+};
+#define BACKING_SHARED_MAGIC	UINT64_C(0x7a73776170626b31)	/* "zswapbk1" */
+#define BACKING_SHARED_VERSION	1u
+
 struct backing {
 	int fd;
 	uint32_t nr_segs;
+	struct backing_shared *sh;
+	size_t sh_bytes;
+	bool attached;			/* sh is the caller's: backing_attach() */
 	unsigned char *buf;		/* the open segment, BACKING_SEG_SIZE */
 	struct seal_key *key;		/* NULL: plain, CRC-32C only */
 	struct seal_ctx *wctx;		/* the writer's */
@@ -110,8 +143,7 @@ struct backing {
 	uint8_t *state;			/* enum seg_state, per segment */
 	uint32_t *live;			/* live bytes, per segment */
 	uint8_t *stuck;			/* compaction could not empty it: skip it */
-	uint64_t *seq;			/* per segment: its sequence (see above) */
-	uint64_t next_seq;		/* the last sequence given */
+	uint64_t *seq;			/* per segment: its sequence (see above), sh->seq */
 	uint32_t reserve;		/* free segments only compaction may open */
 	bool compacting;		/* the writer is compacting: it may use them */
 	uint32_t open_seg;		/* NO_SEG when none is open */
@@ -126,15 +158,6 @@ struct backing {
 	uint64_t segs_used;		/* not FREE */
 	uint64_t bytes_live;
 	uint64_t objects;
-
-	atomic_uint_fast64_t bytes_written;
-	atomic_uint_fast64_t writes;
-	atomic_uint_fast64_t reads;
-	atomic_uint_fast64_t bytes_read;	/* by backing_read's preads */
-	atomic_uint_fast64_t write_errors;
-	atomic_uint_fast64_t read_errors;
-	atomic_uint_fast64_t auth_failures;
-	atomic_uint_fast64_t holes_punched;
 };
 
 struct backing_reader {
@@ -246,53 +269,123 @@ static int obj_open(struct backing_reader *r, struct backing_hdr *h, uint64_t lo
 	return seal_decrypt(r->ctx, nonce, ad, sizeof(ad), data, data, h->len, h->tag);
 }
 
+static bool loc_valid(const struct backing *b, uint64_t loc);
+
 static void backing_free_mem(struct backing *b)
 {
 	seal_ctx_destroy(b->wctx);
 	seal_key_destroy(b->key);
 	free(b->buf);
-	free(b->seq);
+	if (b->sh && !b->attached)
+		munmap(b->sh, b->sh_bytes);
 	free(b->stuck);
 	free(b->live);
 	free(b->state);
 	free(b);
 }
 
-struct backing *backing_open(const char *path, uint64_t max_size, enum seal_cipher cipher,
-			     char *err, size_t errlen)
+size_t backing_shared_bytes(uint64_t max_size)
 {
 	uint64_t nr = max_size / BACKING_SEG_SIZE;
-	struct backing *b;
-	void *buf;
-	int fd, e;
+
+	return sizeof(struct backing_shared) + (size_t)nr * sizeof(uint64_t);
+}
+
+static int check_max_size(uint64_t max_size, char *err, size_t errlen)
+{
+	uint64_t nr = max_size / BACKING_SEG_SIZE;
 
 	if (nr == 0 || nr >= NO_SEG) {
 		backing_set_err(err, errlen, "backing file size %llu: must be from 1 MiB to 4 PiB",
-			(unsigned long long)max_size);
-		errno = EINVAL;
-		return NULL;
+				(unsigned long long)max_size);
+		return -EINVAL;
 	}
+	return 0;
+}
+
+int backing_shared_init(void *mem, size_t bytes, uint64_t max_size, enum seal_cipher cipher,
+			char *err, size_t errlen)
+{
+	struct backing_shared *sh = mem;
+	struct seal_key *k;
+	int e;
+
+	e = check_max_size(max_size, err, errlen);
+	if (e)
+		return e;
+	if (bytes < backing_shared_bytes(max_size)) {
+		backing_set_err(err, errlen, "backing file: %zu bytes of state, %zu needed", bytes,
+				backing_shared_bytes(max_size));
+		return -EINVAL;
+	}
+	memset(sh, 0, backing_shared_bytes(max_size));
+	sh->magic = BACKING_SHARED_MAGIC;
+	sh->version = BACKING_SHARED_VERSION;
+	sh->nr_segs = (uint32_t)(max_size / BACKING_SEG_SIZE);
+	sh->seg_size = BACKING_SEG_SIZE;
+	sh->cipher = SEAL_NONE;
+	if (cipher == SEAL_NONE)
+		return 0;
+	if (cipher == SEAL_AUTO)
+		cipher = seal_fastest();
+	e = seal_key_draw(sh->key);
+	/* A key made of it now: this libcrypto has the cipher. */
+	k = e ? NULL : seal_key_import(cipher, sh->key);
+	if (!k) {
+		e = e ? -e : errno;
+		seal_wipe(sh->key, sizeof(sh->key));
+		backing_set_err(err, errlen, "backing file: cannot make a key to seal it with "
+				"(%s): %s", seal_cipher_name(cipher), strerror(e));
+		return -e;
+	}
+	seal_key_destroy(k);
+	sh->cipher = cipher;
+	return 0;
+}
+
+void backing_shared_wipe(void *mem)
+{
+	struct backing_shared *sh = mem;
+
+	seal_wipe(sh->key, sizeof(sh->key));
+}
+
+/* The private part of a backing over sh: every segment free, none open. */
+static struct backing *backing_new(struct backing_shared *sh, size_t sh_bytes, bool attached,
+				   char *err, size_t errlen)
+{
+	uint32_t nr = sh->nr_segs;
+	struct backing *b;
+	void *buf;
+	int e;
+
 	b = calloc(1, sizeof(*b));
 	if (!b)
 		goto out_nomem;
+	b->sh = sh;
+	b->sh_bytes = sh_bytes;
+	b->attached = attached;
+	b->fd = -1;
+	b->seq = sh->seq;
 	b->state = calloc(nr, sizeof(*b->state));
 	b->live = calloc(nr, sizeof(*b->live));
 	b->stuck = calloc(nr, sizeof(*b->stuck));
-	b->seq = calloc(nr, sizeof(*b->seq));
 	e = posix_memalign(&buf, BACKING_ALIGN, BACKING_SEG_SIZE);
 	if (e)
 		buf = NULL;
 	b->buf = buf;
-	if (!b->state || !b->live || !b->stuck || !b->seq || !b->buf)
+	if (!b->state || !b->live || !b->stuck || !b->buf)
 		goto out_free;
-	if (cipher != SEAL_NONE) {
-		b->key = seal_key_create(cipher);
+	if (sh->cipher != SEAL_NONE) {
+		b->key = seal_key_import((enum seal_cipher)sh->cipher, sh->key);
 		b->wctx = b->key ? seal_ctx_create(b->key) : NULL;
 		if (!b->wctx) {
 			e = errno;
-			backing_set_err(err, errlen, "backing file %s: cannot make a key to seal "
-					"it with (%s): %s", path, seal_cipher_name(cipher),
+			backing_set_err(err, errlen, "backing file: cannot key the cipher (%s): %s",
+					seal_cipher_name((enum seal_cipher)sh->cipher),
 					strerror(e));
+			if (!attached)
+				b->sh = NULL;	/* the caller's to unmap */
 			backing_free_mem(b);
 			errno = e;
 			return NULL;
@@ -301,7 +394,61 @@ struct backing *backing_open(const char *path, uint64_t max_size, enum seal_ciph
 	e = pthread_mutex_init(&b->lock, NULL);
 	if (e)
 		goto out_free;
+	b->nr_segs = nr;
+	/* Too small a file for a reserve just fills up and stays full. */
+	b->reserve = nr >= 4 ? 1 : 0;
+	b->open_seg = NO_SEG;
+	return b;
 
+out_free:
+	if (!attached)
+		b->sh = NULL;
+	backing_free_mem(b);
+out_nomem:
+	backing_set_err(err, errlen, "backing file: out of memory");
+	errno = ENOMEM;
+	return NULL;
+}
+
+struct backing *backing_open(const char *path, uint64_t max_size, enum seal_cipher cipher,
+			     char *err, size_t errlen)
+{
+	size_t bytes = backing_shared_bytes(max_size);
+	struct backing_shared *sh;
+	struct backing *b;
+	int fd, e;
+
+	e = check_max_size(max_size, err, errlen);
+	if (e) {
+		errno = -e;
+		return NULL;
+	}
+	/* The key is kept in the seal_key's page; drawn here first, so this
+	 * page is locked and left out of core dumps too, and wiped below. */
+	sh = mmap(NULL, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	if (sh == MAP_FAILED) {
+		backing_set_err(err, errlen, "backing file %s: out of memory", path);
+		errno = ENOMEM;
+		return NULL;
+	}
+	if ((cipher != SEAL_NONE && mlock(sh, sizeof(*sh))) ||
+	    madvise(sh, bytes, MADV_DONTDUMP)) {
+		e = errno;
+		backing_set_err(err, errlen, "backing file %s: cannot lock memory for its key: %s",
+				path, strerror(e));
+		munmap(sh, bytes);
+		errno = e;
+		return NULL;
+	}
+	e = backing_shared_init(sh, bytes, max_size, cipher, err, errlen);
+	b = e ? NULL : backing_new(sh, bytes, false, err, errlen);
+	if (!b) {
+		e = e ? -e : errno;
+		munmap(sh, bytes);
+		errno = e;
+		return NULL;
+	}
+	seal_wipe(sh->key, sizeof(sh->key));
 	fd = backing_file_open(path, err, errlen);
 	if (fd < 0) {
 		pthread_mutex_destroy(&b->lock);
@@ -310,22 +457,88 @@ struct backing *backing_open(const char *path, uint64_t max_size, enum seal_ciph
 		return NULL;
 	}
 	b->fd = fd;
-	b->nr_segs = (uint32_t)nr;
-	/* Too small a file for a reserve just fills up and stays full. */
-	b->reserve = nr >= 4 ? 1 : 0;
 	b->open_seg = 0;
 	b->state[0] = SEG_OPEN;
-	b->seq[0] = ++b->next_seq;
+	b->seq[0] = ++b->sh->next_seq;
 	b->used = b->flushed = seg_start(0);
 	b->segs_used = 1;
 	return b;
+}
 
-out_free:
-	backing_free_mem(b);
-out_nomem:
-	backing_set_err(err, errlen, "backing file %s: out of memory", path);
-	errno = ENOMEM;
-	return NULL;
+struct backing *backing_attach(int fd, void *shared, size_t bytes, char *err, size_t errlen)
+{
+	struct backing_shared *sh = shared;
+	struct backing *b;
+
+	if (bytes < sizeof(*sh) || sh->magic != BACKING_SHARED_MAGIC ||
+	    sh->version != BACKING_SHARED_VERSION || sh->seg_size != BACKING_SEG_SIZE ||
+	    sh->nr_segs == 0 || sh->nr_segs >= NO_SEG ||
+	    bytes < backing_shared_bytes((uint64_t)sh->nr_segs * BACKING_SEG_SIZE) ||
+	    (sh->cipher != SEAL_NONE && sh->cipher != SEAL_AES_256_GCM &&
+	     sh->cipher != SEAL_CHACHA20_POLY1305)) {
+		backing_set_err(err, errlen, "backing file: the state kept for it is not of "
+				"this version (or damaged)");
+		errno = EPROTO;
+		return NULL;
+	}
+	b = backing_new(sh, bytes, true, err, errlen);
+	if (!b)
+		return NULL;
+	b->fd = fd;
+	return b;
+}
+
+int backing_adopt(struct backing *b, uint64_t loc, uint16_t len)
+{
+	uint32_t seg = (uint32_t)(loc / BACKING_SEG_SIZE), size = obj_size(len);
+	int ret = -EINVAL;
+
+	if (!loc_valid(b, loc) || len == 0 || len > BACKING_MAX_DATA ||
+	    loc % BACKING_SEG_SIZE + size > BACKING_SEG_SIZE)
+		return -EINVAL;
+	pthread_mutex_lock(&b->lock);
+	/* Only a segment that was opened once holds objects; never more than it holds. */
+	if (b->seq[seg] && b->seq[seg] <= b->sh->next_seq &&
+	    (b->state[seg] == SEG_FREE || b->state[seg] == SEG_FULL) &&
+	    b->live[seg] + size <= BACKING_SEG_SIZE - seg_start(seg)) {
+		if (b->state[seg] == SEG_FREE) {
+			b->state[seg] = SEG_FULL;
+			b->segs_used++;
+		}
+		b->live[seg] += size;
+		b->bytes_live += size;
+		b->objects++;
+		ret = 0;
+	}
+	pthread_mutex_unlock(&b->lock);
+	return ret;
+}
+
+void backing_adopt_done(struct backing *b)
+{
+	uint64_t extent = 0;
+	struct stat st;
+	uint32_t i;
+
+	/* Past the file's end nothing was ever written: free as it is. */
+	if (fstat(b->fd, &st) == 0 && st.st_size > 0)
+		extent = ((uint64_t)st.st_size + BACKING_SEG_SIZE - 1) / BACKING_SEG_SIZE;
+	else
+		extent = b->nr_segs;	/* cannot tell: punch them all */
+	pthread_mutex_lock(&b->lock);
+	for (i = 0; i < b->nr_segs && i < extent; i++) {
+		if (b->state[i] != SEG_FREE)
+			continue;
+		/*
+		 * No slot names an object of it: whatever is there (the dead
+		 * process's open segment, a segment it was emptying or
+		 * punching) is dead.  The writer punches it (backing_reap).
+		 */
+		b->state[i] = SEG_DEAD;
+		b->nr_dead++;
+		b->segs_used++;
+	}
+	pthread_mutex_unlock(&b->lock);
 }
 
 void backing_close(struct backing *b)
@@ -335,12 +548,14 @@ void backing_close(struct backing *b)
 	/*
 	 * Down to the header, so that the next start knows the file for ours.
 	 * Swapped memory may hold secrets: do not leave it on the disk (sealed,
-	 * it is noise once the key is gone, but a plain file is not).
+	 * it is noise once the key is gone, but a plain file is not).  Not a
+	 * worker's (attached): the file outlives it, and the keeper truncates
+	 * it at its own end.
 	 */
-	if (ftruncate(b->fd, BACKING_FILE_HDR_SIZE) < 0) {
-		/* nothing better to do; the next open truncates again */
-	}
-	close(b->fd);
+	if (b->attached)
+		close(b->fd);
+	else
+		backing_file_close(b->fd);
 	pthread_mutex_destroy(&b->lock);
 	backing_free_mem(b);
 }
@@ -408,7 +623,7 @@ static uint32_t pick_free(struct backing *b)
 /* Caller holds b->lock.  Fill the open segment from its start, under a new sequence. */
 static void restart_open(struct backing *b)
 {
-	b->seq[b->open_seg] = ++b->next_seq;
+	b->seq[b->open_seg] = ++b->sh->next_seq;
 	b->used = seg_start(b->open_seg);
 	b->flushed = b->used;
 	b->pend_objs = 0;
@@ -437,7 +652,7 @@ static void punch_segment(struct backing *b, uint32_t seg)
 	if (fallocate(b->fd, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE,
 		      (off_t)seg * BACKING_SEG_SIZE + seg_start(seg),
 		      BACKING_SEG_SIZE - seg_start(seg)) == 0)
-		atomic_fetch_add_explicit(&b->holes_punched, 1, memory_order_relaxed);
+		atomic_fetch_add_explicit(&b->sh->holes_punched, 1, memory_order_relaxed);
 	/* On failure (EOPNOTSUPP...) the blocks stay allocated; reuse overwrites them. */
 	pthread_mutex_lock(&b->lock);
 	b->state[seg] = SEG_FREE;
@@ -554,11 +769,11 @@ int backing_flush(struct backing *b)
 		b->flushing = false;
 		if (ret) {
 			pthread_mutex_unlock(&b->lock);
-			atomic_fetch_add_explicit(&b->write_errors, 1, memory_order_relaxed);
+			atomic_fetch_add_explicit(&b->sh->write_errors, 1, memory_order_relaxed);
 			return ret;
 		}
-		atomic_fetch_add_explicit(&b->writes, 1, memory_order_relaxed);
-		atomic_fetch_add_explicit(&b->bytes_written, end - start, memory_order_relaxed);
+		atomic_fetch_add_explicit(&b->sh->writes, 1, memory_order_relaxed);
+		atomic_fetch_add_explicit(&b->sh->bytes_written, end - start, memory_order_relaxed);
 		b->flushed = b->used;
 		b->pend_objs = 0;
 		b->pend_live = 0;
@@ -720,7 +935,7 @@ static int read_object(struct backing_reader *r, uint64_t loc, uint32_t slot, ui
 		r->io_ns = (uint64_t)(t1.tv_sec - t0.tv_sec) * 1000000000u +
 			   (uint64_t)t1.tv_nsec - (uint64_t)t0.tv_nsec;
 		if (got > 0)
-			atomic_fetch_add_explicit(&b->bytes_read, (uint64_t)got,
+			atomic_fetch_add_explicit(&b->sh->bytes_read, (uint64_t)got,
 						  memory_order_relaxed);
 		if (got < 0 || (size_t)got < delta + BACKING_HDR_SIZE)
 			goto out_err;
@@ -731,18 +946,18 @@ static int read_object(struct backing_reader *r, uint64_t loc, uint32_t slot, ui
 		goto out_err;
 	ret = obj_open(r, h, loc, seq, avail);
 	if (ret == -EBADMSG && count)
-		atomic_fetch_add_explicit(&b->auth_failures, 1, memory_order_relaxed);
+		atomic_fetch_add_explicit(&b->sh->auth_failures, 1, memory_order_relaxed);
 	if (ret)
 		goto out_err;
 	*data = h + 1;
 	*len = h->len;
 	*codec = h->codec;
-	atomic_fetch_add_explicit(&b->reads, 1, memory_order_relaxed);
+	atomic_fetch_add_explicit(&b->sh->reads, 1, memory_order_relaxed);
 	return 0;
 
 out_err:
 	if (count)
-		atomic_fetch_add_explicit(&b->read_errors, 1, memory_order_relaxed);
+		atomic_fetch_add_explicit(&b->sh->read_errors, 1, memory_order_relaxed);
 	return -EIO;
 }
 
@@ -818,15 +1033,27 @@ void backing_get_stats(struct backing *b, struct backing_stats *s)
 	s->bytes_used = b->segs_used * BACKING_SEG_SIZE;
 	s->bytes_live = b->bytes_live;
 	s->objects = b->objects;
+	s->sequence = b->sh->next_seq;
 	pthread_mutex_unlock(&b->lock);
-	s->bytes_written = atomic_load_explicit(&b->bytes_written, memory_order_relaxed);
-	s->writes = atomic_load_explicit(&b->writes, memory_order_relaxed);
-	s->reads = atomic_load_explicit(&b->reads, memory_order_relaxed);
-	s->bytes_read = atomic_load_explicit(&b->bytes_read, memory_order_relaxed);
-	s->write_errors = atomic_load_explicit(&b->write_errors, memory_order_relaxed);
-	s->read_errors = atomic_load_explicit(&b->read_errors, memory_order_relaxed);
-	s->auth_failures = atomic_load_explicit(&b->auth_failures, memory_order_relaxed);
-	s->holes_punched = atomic_load_explicit(&b->holes_punched, memory_order_relaxed);
+	s->bytes_written = atomic_load_explicit(&b->sh->bytes_written, memory_order_relaxed);
+	s->writes = atomic_load_explicit(&b->sh->writes, memory_order_relaxed);
+	s->reads = atomic_load_explicit(&b->sh->reads, memory_order_relaxed);
+	s->bytes_read = atomic_load_explicit(&b->sh->bytes_read, memory_order_relaxed);
+	s->write_errors = atomic_load_explicit(&b->sh->write_errors, memory_order_relaxed);
+	s->read_errors = atomic_load_explicit(&b->sh->read_errors, memory_order_relaxed);
+	s->auth_failures = atomic_load_explicit(&b->sh->auth_failures, memory_order_relaxed);
+	s->holes_punched = atomic_load_explicit(&b->sh->holes_punched, memory_order_relaxed);
+}
+
+uint64_t backing_segment_seq(struct backing *b, uint32_t seg)
+{
+	uint64_t seq = 0;
+
+	pthread_mutex_lock(&b->lock);
+	if (seg < b->nr_segs)
+		seq = b->seq[seg];
+	pthread_mutex_unlock(&b->lock);
+	return seq;
 }
 
 /* ---- segment compaction ----------------------------------------------------- */
@@ -880,7 +1107,7 @@ int backing_read_segment(struct backing *b, uint32_t seg, void *buf)
 		if (n < 0 && errno == EINTR)
 			continue;
 		if (n < 0) {
-			atomic_fetch_add_explicit(&b->read_errors, 1, memory_order_relaxed);
+			atomic_fetch_add_explicit(&b->sh->read_errors, 1, memory_order_relaxed);
 			return -errno;
 		}
 		if (n == 0)

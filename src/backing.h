@@ -27,10 +27,11 @@
  * Where the file may be: see backing_open().
  *
  * Sealing (seal.h), on unless the cipher is SEAL_NONE: every object's data
- * is encrypted and authenticated with a key drawn at open, which exists only
- * in locked memory.  The nonce is the sequence number the object's segment
- * got when it was opened for filling (a counter, new at every opening and
- * every restart) with the object's offset in the segment: each opening
+ * is encrypted and authenticated with a key drawn at open (or kept for the
+ * file: Restart, below), which exists only in locked memory.  The nonce is
+ * the sequence number the object's segment got when it was opened for
+ * filling (a counter, new at every opening, kept across processes) with the
+ * object's offset in the segment: each opening
  * writes an offset once, so no nonce repeats, and the copy of a segment
  * from an earlier opening (replayed) fails its tag.  The header's fields
  * (magic, slot, len, codec, flags) stay readable for the segment walk and
@@ -88,8 +89,48 @@ struct backing_reader;
  */
 struct backing *backing_open(const char *path, uint64_t max_size, enum seal_cipher cipher,
 			     char *err, size_t errlen);
-/* Truncate the file to its header and close it; wipe the key. */
+/*
+ * Truncate the file to its header and close it; wipe the key.  A backing of
+ * backing_attach() only closes its descriptor and leaves the file as it is
+ * (the next process goes on with it).
+ */
 void backing_close(struct backing *b);
+
+/*
+ * Restart (issue 11).  A process that serves may die at any instruction
+ * and the next one go on with the same file: the file's descriptor (and its
+ * flock) and what is needed to read every object the slots name live in
+ * the caller's memory that outlives both (shm.h): the cipher chosen at the
+ * first start, the key, the file's geometry, every segment's sequence and
+ * the last sequence given, and the counters that carry over.  The rest
+ * (which segments are in use, their live bytes, the open segment) is
+ * rebuilt from the caller's own truth (store.h: the slot table) with
+ * backing_adopt() for each object a slot names, then backing_adopt_done():
+ * a segment no object is adopted from is dead, and the writer punches it
+ * (backing_reap); none is open, so the segment a dead process was filling
+ * is never filled again under its sequence.  A sequence is taken (next_seq
+ * advanced, in that memory) before any object is sealed under it, so one
+ * given before a death is never given again.  What makes it right: a
+ * caller names an object (a slot) only once backing_flush() has put it on
+ * disk, and frees it only after it no longer names it.
+ *
+ * backing_shared_bytes(): the size of that memory for a file of max_size.
+ * backing_shared_init(): fill it (zeroed, locked, left out of core dumps:
+ * it holds the key), choosing the cipher (SEAL_AUTO: the faster here) and
+ * drawing the key; 0 or -errno with a message.  backing_shared_wipe():
+ * wipe the key, at the end of the file's use (backing_file_close()).
+ * backing_attach(): a backing over fd (from backing_file_open(), inherited)
+ * and that memory; NULL with errno and a message.  backing_adopt(): 0, or
+ * -EINVAL for an object that cannot be one (bad place or length, a segment
+ * never opened, more live bytes than a segment holds).
+ */
+size_t backing_shared_bytes(uint64_t max_size);
+int backing_shared_init(void *mem, size_t bytes, uint64_t max_size, enum seal_cipher cipher,
+			char *err, size_t errlen);
+void backing_shared_wipe(void *mem);
+struct backing *backing_attach(int fd, void *shared, size_t bytes, char *err, size_t errlen);
+int backing_adopt(struct backing *b, uint64_t loc, uint16_t len);
+void backing_adopt_done(struct backing *b);
 /* The cipher in force (never SEAL_AUTO). */
 enum seal_cipher backing_cipher(const struct backing *b);
 
@@ -234,8 +275,11 @@ struct backing_stats {
 	uint64_t read_errors;		/* I/O errors, checksum/header/tag mismatches */
 	uint64_t auth_failures;		/* of those, objects whose tag did not match */
 	uint64_t holes_punched;		/* segments freed and given back to the fs */
+	uint64_t sequence;		/* the last sequence given (Restart) */
 };
 
 void backing_get_stats(struct backing *b, struct backing_stats *s);
+/* The sequence of seg's last opening (0: never opened), for tests. */
+uint64_t backing_segment_seq(struct backing *b, uint32_t seg);
 
 #endif

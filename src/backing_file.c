@@ -482,3 +482,13 @@ out_dir:
 	close(dfd);
 	return -e;
 }
+
+void backing_file_close(int fd)
+{
+	if (fd < 0)
+		return;
+	if (ftruncate(fd, BACKING_FILE_HDR_SIZE) < 0) {
+		/* nothing better to do; the next open truncates again */
+	}
+	close(fd);
+}

@@ -21,6 +21,13 @@
  */
 int backing_file_open(const char *path, char *err, size_t errlen);
 
+/*
+ * The end of the file's use (the daemon's end, not a worker's: backing.h,
+ * Restart): truncate it to its header, so that the next start knows it for
+ * ours and no swapped memory stays on the disk, and close fd.
+ */
+void backing_file_close(int fd);
+
 /* A message into err (which may be NULL). */
 void backing_set_err(char *err, size_t errlen, const char *fmt, ...)
 	__attribute__((format(printf, 3, 4)));

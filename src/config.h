@@ -103,7 +103,7 @@ struct zs_config {
  * that it copies no setting itself.
  */
 struct zs_params {
-	struct store_params store;	/* .backing: NULL; main opens the file */
+	struct store_params store;	/* .backing: NULL; the worker attaches it */
 	struct policy_config policy;
 	struct reserve_config reserve;
 	struct dicttrain_config dicttrain;

@@ -246,7 +246,7 @@ static void fs_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 		}
 		slot->len = stats_snapshot(fs->store, fs->policy, fs->dicttrain, &fs->io,
 					   slot->text, FS_STATS_CAP);
-		fi->fh = (uintptr_t)slot;
+		fi->fh = (uint64_t)fs->fh_tag << 32 | (uint64_t)(slot - fs->stats_slot);
 		fi->direct_io = 1;	/* the size is not known ahead */
 		break;
 	case INO_CONTROL:
@@ -263,6 +263,16 @@ static void fs_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 	fuse_reply_open(req, fi);
 }
 
+/* The slot of a `stats` handle, or NULL: one of a dead worker's (fs.h). */
+static struct fs_stats_slot *stats_slot_of(struct fs *fs, uint64_t fh)
+{
+	uint64_t i = fh & UINT32_MAX;
+
+	if (fh >> 32 != fs->fh_tag || i >= FS_STATS_SLOTS)
+		return NULL;
+	return &fs->stats_slot[i];
+}
+
 static void fs_release(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 {
 	struct fs *fs = req_fs(req);
@@ -270,9 +280,10 @@ static void fs_release(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi
 	if (ino == INO_SWAP) {
 		transport_release(&fs->tp);
 	} else if (ino == INO_STATS) {
-		struct fs_stats_slot *slot = (struct fs_stats_slot *)(uintptr_t)fi->fh;
+		struct fs_stats_slot *slot = stats_slot_of(fs, fi->fh);
 
-		atomic_store(&slot->busy, false);
+		if (slot)
+			atomic_store(&slot->busy, false);
 	}
 	fuse_reply_err(req, 0);
 }
@@ -298,8 +309,13 @@ static void fs_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 	ssize_t n;
 
 	if (ino == INO_STATS) {
-		struct fs_stats_slot *slot = (struct fs_stats_slot *)(uintptr_t)fi->fh;
+		struct fs_stats_slot *slot = stats_slot_of(fs, fi->fh);
 
+		/* Its snapshot died with the worker that took it: open again. */
+		if (!slot) {
+			fuse_reply_err(req, ESTALE);
+			return;
+		}
 		if (off < 0 || (size_t)off >= slot->len)
 			size = 0;
 		else if (size > slot->len - (size_t)off)
@@ -459,6 +475,7 @@ int fs_init(struct fs *fs, struct store *st, unsigned int threads, unsigned int 
 	int err;
 
 	memset(fs, 0, sizeof(*fs));
+	fs->fh_tag = (uint32_t)getpid();
 	fs->store = st;
 	fs->owner = getuid();
 	fs->stats_gid = getgid();

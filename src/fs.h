@@ -58,6 +58,13 @@ struct fs {
 	bool others_allowed;		/* mounted with allow_other */
 
 	struct fs_stats_slot stats_slot[FS_STATS_SLOTS];
+	/*
+	 * A `stats` handle is this process's tag and a slot's index, never a
+	 * pointer: a handle opened by a worker that died comes to the next
+	 * one (its READ and RELEASE are sent again: restart.h), which must
+	 * know it for none of its own.  The tag is the process id.
+	 */
+	uint32_t fh_tag;
 };
 
 extern const struct fuse_lowlevel_ops fs_ops;

@@ -66,7 +66,7 @@ static int spawn(struct keeper *k)
 	if (pid == 0) {
 		/* Only async-signal-safe calls from here: exec resets the rest. */
 		const int fds[] = { s->fuse_fd, k->shm->state_fd, s->unmount_fd, s->ready_fd,
-				    s->keeper_ready_fd };
+				    s->keeper_ready_fd, s->backing_fd };
 
 		sigprocmask(SIG_SETMASK, &none, NULL);
 		for (unsigned int i = 0; i < sizeof(fds) / sizeof(fds[0]); i++)
@@ -211,8 +211,7 @@ static int worker_exited(struct keeper *k, int status, unsigned int *wait_ms, bo
 	}
 	if (!restart_ok(s)) {
 		log_err("worker %u %s; %s: ending the connection", atomic_load(&s->generation),
-			what, !s->restart_safe ? "not restart-safe (worker_restart = false, "
-			"FUSE over io_uring or a backing file)" :
+			what, !s->restart_safe ? "not restart-safe (worker_restart = false)" :
 			"the kernel cannot send its requests again (no FUSE_NOTIFY_RESEND)");
 		return 1;
 	}

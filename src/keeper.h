@@ -5,9 +5,10 @@
  * file the workers serve, never a FUSE_DEV_IOC_CLONE, whose requests die
  * with it), the unmount helper's pipe and the shared memory (shm.h), and
  * starts workers (worker.h) by fork + exec of the binary on disk, with those
- * descriptors inherited.  It never reads or polls /dev/fuse (a poller is
- * woken by every request), allocates nothing once started, and waits on the
- * worker's pidfd and on a signalfd:
+ * descriptors inherited, the backing file's too (the keeper opened it, and
+ * holds its flock; only the keeper's end truncates it: main.c).  It never
+ * reads or polls /dev/fuse (a poller is woken by every request), allocates
+ * nothing once started, and waits on the worker's pidfd and on a signalfd:
  *   - a worker that exits 0 saw the kernel end the connection: so does the
  *     keeper;
  *   - SIGTERM, SIGINT, SIGHUP go to the worker, whose rules decide (a stop
@@ -16,9 +17,9 @@
  *   - `restart` (control.h): the worker answers what it has read and exits
  *     RESTART_EXIT_AGAIN; a new one starts from the binary on disk;
  *   - a worker that dies otherwise is replaced at once, when restart-safe
- *     (worker_restart = true, no backing file yet, and a kernel with
- *     FUSE_NOTIFY_RESEND); otherwise the keeper exits and the connection
- *     ends, as it did when the daemon died.  KEEPER_BURST deaths in a row
+ *     (worker_restart = true, and a kernel with FUSE_NOTIFY_RESEND);
+ *     otherwise the keeper exits and the connection ends, as it did when
+ *     the daemon died.  KEEPER_BURST deaths in a row
  *     within KEEPER_BURST_NS of workers that served less than
  *     KEEPER_SHORT_LIFE_NS (or never): a crash loop; the next start waits,
  *     from 1 s doubling up to 16 s, and the log says so.  A worker killed

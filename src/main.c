@@ -17,9 +17,10 @@
  * (out from under a memory cgroup limit: before anything big is allocated);
  * the unmount helper (unmounter.h), forked while nothing secret exists;
  * FUSE session, mount; hardening (mlockall); the memory that outlives a
- * worker (shm.h); the drop of every privilege left; then this process is the
- * keeper (keeper.h), which starts the worker that serves (worker.h: the
- * backing file, the page store, the threads).  `zswapfs --worker FD` is how
+ * worker (shm.h) and the backing file (opened here, while the privileges its
+ * checks need are ours); the drop of every privilege left; then this process
+ * is the keeper (keeper.h), which starts the worker that serves (worker.h:
+ * the page store, the threads).  `zswapfs --worker FD` is how
  * the keeper starts a worker.
  */
 #include <errno.h>
@@ -36,6 +37,7 @@
 
 #include <fuse_lowlevel.h>
 
+#include "backing_file.h"
 #include "codec.h"
 #include "config.h"
 #include "fs.h"
@@ -420,6 +422,19 @@ static int own_path(char *buf, size_t len)
 	return 0;
 }
 
+/*
+ * The keeper's end is the backing file's: truncated to its header (no
+ * swapped memory stays on the disk) and closed, its key wiped by
+ * shm_destroy().  A worker's end, killed or for `restart`, leaves both.
+ */
+static void end_backing(struct shm_region *r)
+{
+	if (!r->state || r->state->backing_fd < 0)
+		return;
+	backing_file_close(r->state->backing_fd);
+	r->state->backing_fd = -1;
+}
+
 /* The keeper's state, for the workers (shm.h). */
 static void fill_state(struct shm_state *s, const struct cmdline *cl, const struct zs_config *cfg,
 		       struct fuse_session *se, const struct unmounter *um, int ready_fd,
@@ -432,9 +447,7 @@ static void fill_state(struct shm_state *s, const struct cmdline *cl, const stru
 	s->debug = cl->debug;
 	s->foreground = cl->foreground;
 	s->journal = journal;
-	/* Not yet with a backing file: its segment table and key are not in
-	 * memory that outlives a worker. */
-	s->restart_safe = cfg->worker_restart && !cfg->writeback_backing_file[0];
+	s->restart_safe = cfg->worker_restart;
 	s->fuse_fd = fuse_session_fd(se);
 	s->unmount_fd = um->fd;
 	s->unmount_pid = um->pid;
@@ -524,6 +537,15 @@ int main(int argc, char **argv)
 		goto out_unmount;
 	}
 	fill_state(shm.state, &cl, &cfg, se, &um, ready_fd, journal);
+	/* With the privileges its checks may need; held for every worker. */
+	if (par.backing_path) {
+		i = backing_file_open(par.backing_path, err, sizeof(err));
+		if (i < 0) {
+			log_err("%s", err);
+			goto out_shm;
+		}
+		shm.state->backing_fd = i;
+	}
 	if (own_path(shm.state->exe, sizeof(shm.state->exe))) {
 		log_err("cannot read /proc/self/exe: %s", strerror(errno));
 		goto out_shm;
@@ -549,6 +571,7 @@ int main(int argc, char **argv)
 		 * connection; the mount stays until an umount (libfuse's clean-up
 		 * would try one, and fail without privileges); the helper,
 		 * once its pipe closes, removes our memory cgroup. */
+		end_backing(&shm);
 		shm_destroy(&shm);
 		memcg_return();
 		unmounter_stop(&um, false);
@@ -556,6 +579,7 @@ int main(int argc, char **argv)
 		_exit(ret);
 	}
 out_shm:
+	end_backing(&shm);
 	shm_destroy(&shm);
 out_unmount:
 	/* Without privileges the helper unmounts (nothing serves the mount

@@ -86,14 +86,24 @@ static int random_bytes(void *buf, size_t len)
 	return 0;
 }
 
-struct seal_key *seal_key_create(enum seal_cipher c)
+int seal_key_draw(unsigned char key[SEAL_KEY_SIZE])
+{
+	return random_bytes(key, SEAL_KEY_SIZE);
+}
+
+void seal_wipe(void *p, size_t len)
+{
+	/* Not memset: a store to memory about to be freed may be elided. */
+	OPENSSL_cleanse(p, len);
+}
+
+/* A key page for cipher c (resolved), its bytes from `bytes`, or drawn when NULL. */
+static struct seal_key *key_make(enum seal_cipher c, const unsigned char *bytes)
 {
 	long psz = sysconf(_SC_PAGESIZE);
 	struct seal_key *k;
 	int e;
 
-	if (c == SEAL_AUTO)
-		c = seal_fastest();
 	if (c != SEAL_AES_256_GCM && c != SEAL_CHACHA20_POLY1305) {
 		errno = EINVAL;
 		return NULL;
@@ -114,11 +124,15 @@ struct seal_key *seal_key_create(enum seal_cipher c)
 		errno = ENOSYS;
 		goto out_unlock;
 	}
-	e = random_bytes(k->key, sizeof(k->key));
-	if (e) {
-		EVP_CIPHER_free(k->evp);
-		errno = -e;
-		goto out_unlock;
+	if (bytes) {
+		memcpy(k->key, bytes, sizeof(k->key));
+	} else {
+		e = random_bytes(k->key, sizeof(k->key));
+		if (e) {
+			EVP_CIPHER_free(k->evp);
+			errno = -e;
+			goto out_unlock;
+		}
 	}
 	return k;
 
@@ -131,6 +145,16 @@ out_unmap:
 	munmap(k, (size_t)psz);
 	errno = e;
 	return NULL;
+}
+
+struct seal_key *seal_key_create(enum seal_cipher c)
+{
+	return key_make(c == SEAL_AUTO ? seal_fastest() : c, NULL);
+}
+
+struct seal_key *seal_key_import(enum seal_cipher c, const unsigned char bytes[SEAL_KEY_SIZE])
+{
+	return key_make(c, bytes);
 }
 
 void seal_key_destroy(struct seal_key *k)

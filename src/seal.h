@@ -65,6 +65,16 @@ enum seal_cipher seal_fastest(void);
  * error.
  */
 struct seal_key *seal_key_create(enum seal_cipher c);
+/*
+ * The same with the key's bytes given (a key that outlives the process that
+ * drew it: backing.h, Restart): copied into a page like seal_key_create's.
+ * c is a cipher, not SEAL_NONE or SEAL_AUTO.
+ */
+struct seal_key *seal_key_import(enum seal_cipher c, const unsigned char bytes[SEAL_KEY_SIZE]);
+/* Draw a new key's bytes into key (the caller's locked memory).  0 or -errno. */
+int seal_key_draw(unsigned char key[SEAL_KEY_SIZE]);
+/* Wipe len bytes at p, in a way the compiler cannot drop. */
+void seal_wipe(void *p, size_t len);
 /* Wipe the key and give its page back.  NULL is a no-op. */
 void seal_key_destroy(struct seal_key *k);
 enum seal_cipher seal_key_cipher(const struct seal_key *k);

@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include "arena.h"
+#include "backing.h"
 #include "dictgen.h"
 #include "shm.h"
 
@@ -144,7 +145,8 @@ static int create(struct shm_region *r, const struct zs_config *cfg, bool lock_r
 	s->cfg = *cfg;
 	s->slots_bytes = slots_bytes(cfg);
 	s->arena_bytes = shm_arena_bytes(cfg);
-	s->fuse_fd = s->unmount_fd = s->ready_fd = s->keeper_ready_fd = -1;
+	s->fuse_fd = s->unmount_fd = s->ready_fd = s->keeper_ready_fd = s->backing_fd = -1;
+	s->backing_id = -1;
 	clock_gettime(CLOCK_MONOTONIC_COARSE, &s->epoch);
 	ret = segment_make(s->slots_bytes, lock_required, "slot table", &s->slots_id, &r->slots,
 			   err, errlen);
@@ -161,6 +163,30 @@ static int create(struct shm_region *r, const struct zs_config *cfg, bool lock_r
 			   &r->dicts, err, errlen);
 	if (ret)
 		goto out;
+	if (cfg->writeback_backing_file[0]) {
+		struct zs_params par;
+		long page = sysconf(_SC_PAGESIZE);
+
+		config_params(cfg, &par);
+		s->backing_bytes = (backing_shared_bytes(par.backing_max_size) + (uint64_t)page - 1) /
+				   (uint64_t)page * (uint64_t)page;
+		/* Locked whatever lock_memory says when it holds a key. */
+		ret = segment_make(s->backing_bytes, lock_required ||
+				   par.backing_cipher != SEAL_NONE, "backing file state",
+				   &s->backing_id, &r->backing, err, errlen);
+		if (ret)
+			goto out;
+		if (madvise(r->backing, s->backing_bytes, MADV_DONTDUMP)) {
+			ret = -errno;
+			snprintf(err, errlen, "MADV_DONTDUMP on the backing file's state: %s",
+				 strerror(-ret));
+			goto out;
+		}
+		ret = backing_shared_init(r->backing, s->backing_bytes, par.backing_max_size,
+					  par.backing_cipher, err, errlen);
+		if (ret)
+			goto out;
+	}
 	return 0;
 out:
 	shm_destroy(r);
@@ -169,6 +195,10 @@ out:
 
 void shm_destroy(struct shm_region *r)
 {
+	if (r->backing && r->backing != (void *)-1) {
+		backing_shared_wipe(r->backing);
+		shmdt(r->backing);
+	}
 	if (r->dicts && r->dicts != (void *)-1)
 		shmdt(r->dicts);
 	if (r->arena && r->arena != (void *)-1)
@@ -222,7 +252,9 @@ int shm_attach(struct shm_region *r, int fd, bool locked, char *err, size_t errl
 	if (shmctl(s->slots_id, IPC_STAT, &ds) || ds.shm_segsz != s->slots_bytes ||
 	    shmctl(s->arena_id, IPC_STAT, &ds) || ds.shm_segsz != s->arena_bytes ||
 	    shmctl(s->dicts_id, IPC_STAT, &ds) || ds.shm_segsz != s->dicts_bytes ||
-	    s->dicts_bytes != DICTGEN_SHARED_BYTES) {
+	    s->dicts_bytes != DICTGEN_SHARED_BYTES ||
+	    (s->backing_bytes && (shmctl(s->backing_id, IPC_STAT, &ds) ||
+				  ds.shm_segsz != s->backing_bytes))) {
 		snprintf(err, errlen, "the keeper's segments are not what its state says");
 		ret = -EPROTO;
 		goto out;
@@ -230,9 +262,19 @@ int shm_attach(struct shm_region *r, int fd, bool locked, char *err, size_t errl
 	r->slots = shmat(s->slots_id, NULL, 0);
 	r->arena = r->slots == (void *)-1 ? (void *)-1 : shmat(s->arena_id, NULL, 0);
 	r->dicts = r->arena == (void *)-1 ? (void *)-1 : shmat(s->dicts_id, NULL, 0);
-	if (r->dicts == (void *)-1) {
+	if (r->dicts != (void *)-1 && s->backing_bytes)
+		r->backing = shmat(s->backing_id, NULL, 0);
+	if (r->dicts == (void *)-1 || r->backing == (void *)-1) {
 		ret = -errno;
 		snprintf(err, errlen, "cannot attach the keeper's segments: %s", strerror(-ret));
+		goto out;
+	}
+	/* The key is in it: out of core dumps; and no faults when a segment opens. */
+	if (r->backing && (madvise(r->backing, s->backing_bytes, MADV_DONTDUMP) ||
+			   (madvise(r->backing, s->backing_bytes, MADV_POPULATE_WRITE) &&
+			    errno != EINVAL))) {
+		ret = -errno;
+		snprintf(err, errlen, "the backing file's state: madvise: %s", strerror(-ret));
 		goto out;
 	}
 	/* The slot table is touched by every request: no faults there.  It

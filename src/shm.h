@@ -9,6 +9,15 @@
  *   slots   a SysV segment: the store's slot table (store.h).
  *   arena   a SysV segment: the arena's chunks (arena.h, shared mode), sized
  *           for the worst case and reserved lazily (SHM_NORESERVE).
+ *   dicts   a SysV segment: every dictionary generation's bytes (dictgen.h).
+ *   backing with a backing file, a SysV segment: what a worker needs to
+ *           read every object of it (backing.h, Restart): the sealing key,
+ *           the cipher, the geometry, the segments' sequences.  It is
+ *           always locked (it holds the key), left out of core dumps
+ *           (MADV_DONTDUMP on every mapping) and the key is wiped when the
+ *           keeper ends (shm_destroy).  The file's descriptor is the
+ *           keeper's too (backing_fd, opened while it has its privileges:
+ *           backing_file_open), inherited by every worker like /dev/fuse.
  *
  * Why SysV segments: SHM_LOCK makes every page of a segment unevictable,
  * whoever faults it and whether or not any process maps it, so nothing of
@@ -65,6 +74,9 @@ struct shm_state {
 	uint64_t slots_bytes, arena_bytes;
 	int dicts_id;			/* the dictionaries' segment (dictgen.h) */
 	uint64_t dicts_bytes;
+	int backing_fd;			/* the backing file; -1: none */
+	int backing_id;			/* its state's segment (backing.h) */
+	uint64_t backing_bytes;		/* 0: none */
 	struct timespec epoch;		/* store_params.epoch */
 	char exe[PATH_MAX];		/* the binary on disk that workers run */
 	/* The keeper's memory cgroup report (memcg.h), for the stats. */
@@ -108,11 +120,13 @@ struct shm_region {
 	void *slots;
 	void *arena;
 	void *dicts;
+	void *backing;			/* NULL: no backing file */
 };
 
 /*
- * Keeper: make the three regions for a store of cfg->size bytes with
- * cfg->mem_limit, lock the segments (SHM_LOCK, needs CAP_IPC_LOCK or room
+ * Keeper: make the regions for a store of cfg->size bytes with
+ * cfg->mem_limit (and the backing file's state, filled: key drawn, cipher
+ * chosen), lock the segments (SHM_LOCK, needs CAP_IPC_LOCK or room
  * under RLIMIT_MEMLOCK: do it before the privileges go) and fill the state's
  * fixed part.  With lock_required, a segment that cannot be locked is an
  * error.  With `locked` (mlockall(MCL_CURRENT | MCL_FUTURE) is on), MCL_FUTURE
@@ -121,6 +135,7 @@ struct shm_region {
  */
 int shm_create(struct shm_region *r, const struct zs_config *cfg, bool lock_required,
 	       bool locked, char *err, size_t errlen);
+/* Detach (the keeper's end: the backing file's key is wiped first). */
 void shm_destroy(struct shm_region *r);
 
 /*

@@ -113,12 +113,11 @@ struct store {
 };
 
 _Atomic int store_crash_at;
+_Atomic int store_crash_skip;
 
-static inline void store_crash_point(enum store_crash_point n)
+void store_crash(void)
 {
-	if (__builtin_expect(atomic_load_explicit(&store_crash_at, memory_order_relaxed) == (int)n,
-			     0))
-		_exit(STORE_CRASH_EXIT);
+	_exit(STORE_CRASH_EXIT);
 }
 
 static pthread_mutex_t *slot_lock(struct store *st, uint64_t idx)
@@ -1117,18 +1116,24 @@ int store_adopt(struct store *st, uint64_t *bad_idx)
 			err = s->codec < CODEC_COUNT && s->size && s->size <= STORE_PAGE_SIZE &&
 			      s->size <= arena_obj_capacity(st->arena, s->loc) ?
 			      arena_adopt(st->arena, s->loc, (uint32_t)idx) : -EINVAL;
-			/* Its generation's refs, recounted (dictgen.h). */
-			if (!err && s->dict) {
-				if (atomic_load(&st->dicts.e[s->dict].live) &&
-				    dictgen_for_codec(&st->dicts, s->dict, s->codec))
-					dictgen_ref(&st->dicts, s->dict);
-				else
-					err = -ENOENT;	/* a dictionary that is gone */
-			}
 			break;
-		default:	/* a backing file's pages are not adopted yet */
-			err = -EOPNOTSUPP;
+		case SLOT_BACKING:
+			/* On disk (invariant 6): its segment is in use again. */
+			err = !st->backing ? -EOPNOTSUPP :
+			      s->codec < CODEC_COUNT && s->size && s->size <= STORE_PAGE_SIZE ?
+			      backing_adopt(st->backing, s->loc, s->size) : -EINVAL;
 			break;
+		default:
+			err = -EINVAL;
+			break;
+		}
+		/* Its generation's refs, recounted (dictgen.h). */
+		if (!err && s->dict && (s->state == SLOT_ARENA || s->state == SLOT_BACKING)) {
+			if (atomic_load(&st->dicts.e[s->dict].live) &&
+			    dictgen_for_codec(&st->dicts, s->dict, s->codec))
+				dictgen_ref(&st->dicts, s->dict);
+			else
+				err = -ENOENT;	/* a dictionary that is gone */
 		}
 		if (err) {
 			pthread_mutex_unlock(&st->counters_lock);
@@ -1138,6 +1143,9 @@ int store_adopt(struct store *st, uint64_t *bad_idx)
 		count_slot(c, s, 1);
 	}
 	pthread_mutex_unlock(&st->counters_lock);
+	/* Segments no slot names are dead: the writer punches them. */
+	if (st->backing)
+		backing_adopt_done(st->backing);
 	/* Generations no slot names (reaped before the death, or never used). */
 	dictgen_reap(&st->dicts);
 	return arena_adopt_done(st->arena);
@@ -1194,6 +1202,7 @@ static int wb_stage_locked(struct store *st, uint64_t idx, struct slot *s, const
 	e->len = s->size;
 	e->from = s->loc;
 	s->flags |= SLOT_WB_PENDING;
+	store_crash_point(STORE_CP_WB_STAGED);
 	return 0;
 }
 
@@ -1272,6 +1281,7 @@ void store_wb_commit(struct store *st, const struct store_wb_entry *e, size_t n,
 			continue;
 		}
 		slot_release(st, &old);
+		store_crash_point(STORE_CP_WB_RELEASED);
 		if (old.state == SLOT_ARENA) {
 			res->pages++;
 			res->bytes += e[i].len;

@@ -81,9 +81,21 @@
  *      dead process's private memory and are cleared by adoption.
  *   5. Pages of a span are given back (MADV_REMOVE) only when no object
  *      lives in them; adoption punches whatever no live object needs.
+ *   6. A slot names an object of the backing file only once it is on disk:
+ *      store_wb_commit() publishes SLOT_BACKING only after backing_flush()
+ *      wrote the segment (written = true), for pages leaving the arena and
+ *      for backing-file compaction's moves alike; the object it replaces
+ *      (arena object, or the old place on the file) is freed after the
+ *      publish, as in 2.  A copy staged but not committed is named by no
+ *      slot: after a kill its bytes are dead space of its segment.  The file
+ *      is never written where a slot's object lies: a segment is filled
+ *      once per opening, appends only go forward, and a flush writes again
+ *      only the block where the last one ended, with the same bytes below.
+ *      The backing file's own state and how a new process takes it over:
+ *      backing.h, Restart.
  * Counters that the slots determine are recounted; the others
  * (store_params.counters) carry on, give or take the request in flight.
- * Tested at the numbered points of enum store_crash_point (check_store).
+ * Tested at the numbered points of enum store_crash_point (check_restart).
  */
 #ifndef ZSWAPFS_STORE_H
 #define ZSWAPFS_STORE_H
@@ -150,24 +162,42 @@ struct store;
 /*
  * Adopt what a dead store left in the shared memory (store_params), before
  * any other use: slot counters recounted, pending flags cleared, every
- * arena object a slot names adopted (arena.h).  0, or -EINVAL (*bad_idx:
- * a slot that cannot be right) or -EOPNOTSUPP (a written-back page) or
+ * arena object a slot names adopted (arena.h), every backing-file object
+ * too (backing_adopt: a store with a backing file from backing_attach()),
+ * then the backing file's segments no slot names left to be punched
+ * (backing_adopt_done).  0, or -EINVAL (*bad_idx: a slot that cannot be
+ * right) or -EOPNOTSUPP (a written-back page, and no backing file) or
  * -ENOMEM; the store must then not be used.
  */
 int store_adopt(struct store *st, uint64_t *bad_idx);
 
 /* Points where a test kills the process (store_crash_at = n: _exit with
- * STORE_CRASH_EXIT there).  0: never. */
+ * STORE_CRASH_EXIT there, after passing it store_crash_skip times).  0:
+ * never.  Writeback's commit publishes and frees through the first three
+ * too, for pages and for backing-file compaction's moves alike. */
 enum store_crash_point {
 	STORE_CP_NONE,
 	STORE_CP_ALLOCATED,		/* object allocated, bytes not written */
 	STORE_CP_BEFORE_PUBLISH,	/* bytes written, slot not published */
 	STORE_CP_AFTER_PUBLISH,		/* published, old object not freed */
 	STORE_CP_MIGRATE_COPIED,	/* compaction: copied, slot not switched */
+	STORE_CP_WB_STAGED,		/* writeback: appended to the open segment */
+	STORE_CP_WB_FLUSHED,		/* the segment written, no slot switched */
+	STORE_CP_WB_RELEASED,		/* a slot switched, its old object freed */
 	STORE_CP_COUNT,
 };
 #define STORE_CRASH_EXIT	86
 extern _Atomic int store_crash_at;
+extern _Atomic int store_crash_skip;
+void store_crash(void) __attribute__((noreturn));
+
+static inline void store_crash_point(enum store_crash_point n)
+{
+	if (__builtin_expect(atomic_load_explicit(&store_crash_at, memory_order_relaxed) == (int)n,
+			     0) &&
+	    atomic_fetch_sub(&store_crash_skip, 1) <= 0)
+		store_crash();
+}
 
 /* Per-thread state: codec contexts and page buffers.  Never shared. */
 struct store_worker {

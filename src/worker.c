@@ -7,7 +7,8 @@
  * Everything comes from the keeper's state (shm.h): settings, descriptors,
  * the shared memory.  Start-up, in order: hardening of memory (mlockall)
  * before anything big exists; the shared memory attached outside MCL_FUTURE;
- * the store, adopting what a dead worker left; the FUSE session on the
+ * the backing file the keeper holds; the store, adopting what a dead worker
+ * left (written-back pages too); the FUSE session on the
  * inherited /dev/fuse descriptor ("/dev/fd/N": libfuse takes it and mounts
  * nothing); FUSE_NOTIFY_RESEND when a worker was here before (restart.h);
  * the drop of privileges; the threads, the reserve's first.  Exit status:
@@ -54,18 +55,25 @@ static int make_room(void *policy)
 	return policy_make_room(policy);
 }
 
-/* Open the backing file, or NULL with nothing to open; -1 after a message. */
-static int open_backing(const struct zs_params *p, struct backing **out)
+/*
+ * The backing file the keeper opened, over the state it keeps (backing.h,
+ * Restart), or NULL without one; -1 after a message.
+ */
+static int attach_backing(const struct shm_region *shm, struct backing **out)
 {
+	const struct shm_state *s = shm->state;
 	char err[512];
 
 	*out = NULL;
-	if (!p->backing_path)
+	if (!s->backing_bytes)
 		return 0;
-	*out = backing_open(p->backing_path, p->backing_max_size, p->backing_cipher, err,
-			    sizeof(err));
+	if (s->backing_fd < 0 || !shm->backing) {
+		log_err("worker: the keeper holds no backing file");
+		return -1;
+	}
+	*out = backing_attach(s->backing_fd, shm->backing, s->backing_bytes, err, sizeof(err));
 	if (!*out) {
-		log_err("%s", err);
+		log_err("worker: %s", err);
 		return -1;
 	}
 	return 0;
@@ -246,8 +254,8 @@ int worker_main(const char *fd_text)
 	um.dev = (dev_t)state->mount_dev;
 	um.armed = true;	/* the keeper armed it */
 
-	if (open_backing(&par, &backing))
-		return 1;
+	if (attach_backing(&shm, &backing))
+		return RESTART_EXIT_REFUSED;
 	/* A discard on a request thread must not punch the file (backing.h). */
 	if (backing)
 		backing_defer_punch(backing);
@@ -352,8 +360,9 @@ int worker_main(const char *fd_text)
 		struct store_counters c;
 
 		store_get_counters(st, &c);
-		log_info("worker %u serving %s: %llu pages adopted", atomic_load(&state->generation),
-			 state->mountpoint, (unsigned long long)c.pages_stored);
+		log_info("worker %u serving %s: %llu pages adopted (%llu on the backing file)",
+			 atomic_load(&state->generation), state->mountpoint,
+			 (unsigned long long)c.pages_stored, (unsigned long long)c.bd_count);
 	}
 	tell_ready(state);
 	if (atomic_load(&state->generation) > 1) {

@@ -180,6 +180,8 @@ static int flush_batch(struct writeback *wb, struct writeback_result *res)
 	err = backing_flush(wb->b);
 	if (err)
 		backing_abort(wb->b);
+	else
+		store_crash_point(STORE_CP_WB_FLUSHED);
 	backing_get_stats(wb->b, &after);
 	budget_charge(wb, after.bytes_written - before.bytes_written);
 

@@ -19,8 +19,12 @@
 #    reads back as written.
 #  - Pages compressed with a trained dictionary (train, dict_train=off),
 #    killed twice: every page reads back, the generation's pages recounted.
-#  - Not restart-safe (a backing file): a kill ends the connection, as a
-#    daemon's death did, and nothing hangs.
+#  - With a backing file (sealed, and not), a small mem_limit and a file
+#    that runs short: the swap workload with a kill every 0.5-2 s during
+#    writeback and the file's compaction; then a written-back page survives
+#    a kill and `zswapctl restart`; only the unmount empties the file.
+#  - Not restart-safe (worker_restart=false): a kill ends the connection, as
+#    a daemon's death did, nothing hangs, and the file is emptied.
 # Swap: run under the shared lock on a shared machine (COMMON.md).
 set -eu
 . "$(dirname "$0")/lib.sh"
@@ -50,17 +54,28 @@ kill_worker() {
 	[ -n "$w" ] && kill -KILL "$w" 2>/dev/null
 }
 
-# start_killer MIN_MS MAX_MS: in the background, kill the worker every
-# MIN..MAX ms at random; the number of kills goes to $ZS_TMP/kills.
+# start_killer MIN_MS MAX_MS [note]: in the background, kill the worker every
+# MIN..MAX ms at random; the number of kills goes to $ZS_TMP/kills.  With
+# `note`, each kill is preceded by a line of what that worker had done, in
+# $ZS_TMP/noted: worker_generation bd_count bd_reads backing_compaction_moves.
 start_killer() {
-	local min=$1 max=$2
+	local min=$1 max=$2 note=${3-}
 	echo 0 >"$ZS_TMP/kills"
+	: >"$ZS_TMP/noted"
 	(
 		n=0
 		while :; do
 			sleep "$(awk -v r="$RANDOM" -v a="$min" -v b="$max" \
 				'BEGIN { printf "%.3f", (a + (b - a) * r / 32767) / 1000 }')"
-			if kill_worker; then
+			w=$(worker)
+			[ -n "$w" ] || continue
+			[ -z "$note" ] || awk '$1 == "bd_count" || $1 == "bd_reads" ||
+				$1 == "backing_compaction_moves" || $1 == "worker_generation" {
+					v[$1] = $2 }
+				END { print v["worker_generation"], v["bd_count"], v["bd_reads"],
+					v["backing_compaction_moves"] }' "$ZS_MNT/stats" \
+				>>"$ZS_TMP/noted" 2>/dev/null || true
+			if kill -KILL "$w" 2>/dev/null; then
 				n=$((n + 1))
 				echo "$n" >"$ZS_TMP/kills"
 			fi
@@ -299,12 +314,99 @@ log "dictionary: $dict_pages pages with generation 1, 2 kills; data intact; \
 $(zs_stats_line "$ZS_MNT" dict_generation dict_pages_current worker_restarts)"
 zs_umount
 
+# ---- a backing file: writeback and its compaction, killed -------------------
+
+# With a backing file the mount is restart-safe too (backing.h, Restart):
+# the keeper holds the file and, in locked memory, the key, the cipher and
+# the segments' sequences; a new worker rebuilds the rest from the slots.
+# mem_limit is small, so the hog's pages really live on the file, and the
+# file is a little larger than what the hog puts there, so that it runs
+# short of free segments while the hog rewrites, and is compacted (every
+# segment with a tenth of it dead).  A worker is killed every 0.5-2 s while
+# all that runs; before each kill the killer notes what the worker had done
+# (backing_compaction_moves is the worker's own count).  Sealing on (the
+# default) and off.
+BK_MEM_LIMIT_MIB=32
+BK_MIB=192
+BK_HOG_MIB=256
+
+backing_case() {
+	local encrypt=$1 cipher kills restarts v moves bd_first bd_last bd_max size
+	rm -f "$ZS_TMP/backing"
+	zs_mount "size=1G,mem_limit=${BK_MEM_LIMIT_MIB}M,writeback.backing_file=$ZS_TMP/backing,\
+writeback.max_size=${BK_MIB}M,writeback.compact_threshold=90,writeback.encrypt=$encrypt"
+	[ "$(zs_stat "$ZS_MNT" restart_safe)" = 1 ] || fail "restart_safe is not 1 with a backing file"
+	cipher=$(zs_stat "$ZS_MNT" backing_cipher)
+	if [ "$encrypt" = true ]; then
+		[ "$cipher" != none ] || fail "backing_cipher is none with writeback.encrypt=true"
+	else
+		[ "$cipher" = none ] || fail "backing_cipher is $cipher with writeback.encrypt=false"
+	fi
+	zs_swapon "$ZS_MNT"
+	zs_memhog_start "$HOG_TIMEOUT" --size "$BK_HOG_MIB" --passes 3
+	start_killer 500 2000 note
+	zs_memhog_wait
+	stop_killer
+	zs_memhog_passed "$HOG_TIMEOUT"
+	kills=$(cat "$ZS_TMP/kills")
+	wait_worker
+	restarts=$(zs_stat "$ZS_MNT" worker_restarts)
+	log "backing file ($cipher): $kills kills, exit 0; $(zs_stats_line "$ZS_MNT" \
+		worker_restarts worker_recovery_max_us bd_count bd_reads bd_writes failed_reads \
+		failed_writes backing_read_errors backing_auth_failures backing_holes_punched)"
+	[ "$kills" -ge 5 ] || fail "only $kills kills during the workload: the test proves little"
+	[ "$restarts" = "$kills" ] || fail "$kills kills but worker_restarts $restarts"
+	[ "$(zs_cg_oom_kills)" = 0 ] || fail "the OOM killer ended a process of the workload"
+	for v in failed_reads backing_read_errors backing_auth_failures; do
+		[ "$(zs_stat "$ZS_MNT" "$v")" = 0 ] || fail "$v is $(zs_stat "$ZS_MNT" "$v")"
+	done
+	# Pages were on the file when workers died, and later workers read
+	# pages back from it; the file was compacted along the way.
+	read -r bd_first bd_max < <(awk 'NR == 1 { f = $3 } $2 > m { m = $2 }
+		END { print f + 0, m + 0 }' "$ZS_TMP/noted")
+	bd_last=$(zs_stat "$ZS_MNT" bd_reads)
+	moves=$(awk '{ s += $4 } END { print s + 0 }' "$ZS_TMP/noted")
+	moves=$((moves + $(zs_stat "$ZS_MNT" backing_compaction_moves)))
+	log "backing file ($cipher): at a kill up to $bd_max pages on it; bd_reads $bd_first at" \
+		"the first kill, $bd_last at the end; $moves compaction moves in all"
+	[ "$bd_max" -gt 0 ] || fail "no page was on the backing file when a worker died"
+	[ "$bd_last" -gt "$bd_first" ] || fail "no page was read from the backing file after a restart"
+	[ "$moves" -gt 0 ] || fail "the backing file was never compacted"
+	zs_swapoff
+
+	# A kill, and a restart, leave the file as it is: a page written back
+	# before reads back after both (a truncation would make it EIO).
+	zs_run 60 dd if="$ZS_TMP/data" of="$ZS_MNT/swap" bs=1M count=16 oflag=direct \
+		conv=notrunc status=none || fail "writing the data failed"
+	zs_ctl "$ZS_MNT" writeback all || fail "writeback all refused"
+	zs_stat_wait "$ZS_MNT" writeback_pending 0
+	v=$(zs_stat "$ZS_MNT" bd_count)
+	[ "$v" -ge 2048 ] || fail "writeback all left only $v pages on the backing file"
+	kill_worker || fail "no worker to kill"
+	wait_worker
+	zs_run 60 "$ZSWAPCTL" restart "$ZS_MNT" >&2 || fail "zswapctl restart failed"
+	wait_worker
+	zs_run 60 cmp -n $((16 << 20)) "$ZS_TMP/data" "$ZS_MNT/swap" ||
+		fail "written-back data differs after a kill and a restart"
+	[ "$(zs_stat "$ZS_MNT" bd_count)" = "$v" ] ||
+		fail "bd_count $v before, $(zs_stat "$ZS_MNT" bd_count) after a kill and a restart"
+	zs_umount
+	# Only the keeper's end empties the file, down to its header.
+	size=$(stat -c %s "$ZS_TMP/backing")
+	[ "$size" = 4096 ] || fail "the backing file is $size bytes after the unmount, not 4096"
+}
+
+backing_case true
+backing_case false
+
 # ---- not restart-safe: the connection ends, nothing hangs --------------------
 
-zs_mount size=64M,writeback.backing_file="$ZS_TMP/backing"
-[ "$(zs_stat "$ZS_MNT" restart_safe)" = 0 ] || fail "restart_safe is 1 with a backing file"
+zs_mount size=64M,worker_restart=false,writeback.backing_file="$ZS_TMP/backing"
+[ "$(zs_stat "$ZS_MNT" restart_safe)" = 0 ] || fail "restart_safe is 1 with worker_restart=false"
 zs_run 30 dd if="$ZS_TMP/data" of="$ZS_MNT/swap" bs=1M count=8 oflag=direct conv=notrunc \
 	status=none || fail "writing failed"
+zs_ctl "$ZS_MNT" writeback all || fail "writeback all refused"
+zs_stat_wait "$ZS_MNT" writeback_pending 0
 kill_worker || fail "no worker to kill"
 zs_wait_exit 10 || fail "the keeper did not end after its worker died (not restart-safe)"
 [ "$ZS_RC" -ne 0 ] || fail "the keeper exited 0 after its worker died"
@@ -312,4 +414,6 @@ zs_wait_exit 10 || fail "the keeper did not end after its worker died (not resta
 	fail "the dead connection still answered"
 zs_run 10 umount "$ZS_MNT" || zs_run 10 umount -l "$ZS_MNT" || true
 zs_ended
-log "with a backing file: a kill ends the connection (keeper exit $ZS_RC), no hang"
+size=$(stat -c %s "$ZS_TMP/backing")
+[ "$size" = 4096 ] || fail "the backing file is $size bytes after the keeper ended, not 4096"
+log "worker_restart=false: a kill ends the connection (keeper exit $ZS_RC), no hang; the file emptied"

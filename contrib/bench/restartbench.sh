@@ -3,7 +3,7 @@
 #
 # restartbench.sh - what restart safety costs (issue 11).
 #
-#   restartbench.sh recovery [-s MIB,MIB...] [-k KILLS] [-Z ZSWAPFS]
+#   restartbench.sh recovery [-s MIB,MIB...] [-k KILLS] [-b ram,backing] [-Z ZSWAPFS]
 #   restartbench.sh swap [-r ROUNDS] [-w WS_MIB] [-l LIMIT_MIB] [-p PASSES]
 #                        [-B BASELINE_ZSWAPFS] [-Z ZSWAPFS] [-M MEMHOG]
 #
@@ -13,6 +13,10 @@
 #   second; each time the keeper's figure worker_recovery_last_us: from the worker's
 #   death (the keeper's waitpid) to the first reply of the next worker, which with a
 #   reader waiting is the first request served.  Prints the median and the range.
+#   -b: the pages in RAM (ram, the default), and/or written back (backing: a backing
+#   file in a private directory under BACKDIR, default /var/tmp, mem_limit a quarter of
+#   the size and `writeback all` before the reader starts, so that it reads from the
+#   file); several, interleaved per kill: ram,backing.
 # swap: the swap workload (memhog in a memory cgroup: WS_MIB, default 320, in a LIMIT_MIB
 #   cgroup, default 96, PASSES passes, default 3, every byte checked) behind
 #   losetup --direct-io=on + swapon, timed, in interleaved rounds (default 5) of:
@@ -34,6 +38,8 @@ MEMHOG=$here/../../tests/memhog
 BASELINE=
 SIZES=64,1024
 KILLS=5
+MODES=ram
+BACKDIR=${BACKDIR:-/var/tmp}
 ROUNDS=5
 WS=320
 LIMIT=96
@@ -44,9 +50,10 @@ ZRAM=/sys/block/zram0
 
 mode=${1:-}
 [ -n "$mode" ] && shift
-while getopts s:k:Z:r:w:l:p:B:M: o; do
+while getopts s:k:b:Z:r:w:l:p:B:M: o; do
 	case $o in
 	s) SIZES=$OPTARG ;;
+	b) MODES=$OPTARG ;;
 	k) KILLS=$OPTARG ;;
 	Z) ZSWAPFS=$OPTARG ;;
 	r) ROUNDS=$OPTARG ;;
@@ -64,32 +71,62 @@ worker() { pgrep -P "$DPID" -x zswapfs; }
 med() { echo "$1" | tr ' ' '\n' | grep -v failed | median; }
 stat_of() { awk -v k="$2" '$1 == k { print $2 }' "$1/stats"; }
 
+# recovery_one MIB MODE KILLS: one mount; prints the recovery times, us
+recovery_one() {
+	local mib=$1 mode=$2 kills=$3 size opts i r rs w
+	size=$((mib * 2 > 256 ? mib * 2 : 256))
+	opts="recompress.enabled=false"
+	if [ "$mode" = backing ]; then
+		BACKPRIV=$(mktemp -d "$BACKDIR/restartbench.XXXXXX") || exit 1
+		BACKFILE=$BACKPRIV/backing
+		opts="$opts,mem_limit=$(((mib / 4 > 16 ? mib / 4 : 16)))M"
+		opts="$opts,writeback.backing_file=$BACKFILE,writeback.max_size=$((size * 2))M"
+	fi
+	start_fuse "$ZSWAPFS" "${size}M" "$opts" || { cat "$TMP/daemon.err" >&2; exit 1; }
+	dd if="$TMP/pages" of="$MNT/swap" bs=1M oflag=direct conv=notrunc status=none
+	if [ "$mode" = backing ]; then
+		echo "writeback all" >"$MNT/control"
+		while [ "$(stat_of "$MNT" writeback_pending)" != 0 ]; do sleep 0.2; done
+	fi
+	fio --name=reader --filename="$MNT/swap" --direct=1 --rw=randread --bs=4k \
+		--size="${mib}M" --time_based --runtime=600 --ioengine=psync \
+		--output=/dev/null >/dev/null 2>&1 &
+	SAMPLER=$!
+	rs=
+	for ((i = 0; i < kills; i++)); do
+		sleep 1
+		w=$(worker) && kill -KILL "$w"
+		sleep 1
+		r=$(stat_of "$MNT" worker_recovery_last_us)
+		rs="$rs $r"
+	done
+	log "stored ${mib} MiB, $mode ($(stat_of "$MNT" pages_stored) pages," \
+		"$(stat_of "$MNT" bd_count) on the backing file," \
+		"mem_used_total $(($(stat_of "$MNT" mem_used_total) >> 20)) MiB," \
+		"failed_reads $(stat_of "$MNT" failed_reads)): kills $kills"
+	teardown >&2 || exit 1
+	echo "$rs"
+}
+
 recovery() {
-	local mib size i r rs w
+	local mib mode i rs
+	declare -A all
 	command -v fio >/dev/null || { log "fio not found"; exit 1; }
 	for mib in ${SIZES//,/ }; do
-		size=$((mib * 2 > 256 ? mib * 2 : 256))
 		"$MEMHOG" --size "$mib" --seed 1 --dump "$TMP/pages" || exit 1
-		start_fuse "$ZSWAPFS" "${size}M" "recompress.enabled=false" ||
-			{ cat "$TMP/daemon.err" >&2; exit 1; }
-		dd if="$TMP/pages" of="$MNT/swap" bs=1M oflag=direct conv=notrunc status=none
-		rm -f "$TMP/pages"
-		fio --name=reader --filename="$MNT/swap" --direct=1 --rw=randread --bs=4k \
-			--size="${mib}M" --time_based --runtime=600 --ioengine=psync \
-			--output=/dev/null >/dev/null 2>&1 &
-		SAMPLER=$!
-		rs=
+		# Interleaved: one kill per mount and mode, KILLS rounds.
 		for ((i = 0; i < KILLS; i++)); do
-			sleep 1
-			w=$(worker) && kill -KILL "$w"
-			sleep 1
-			r=$(stat_of "$MNT" worker_recovery_last_us)
-			rs="$rs $r"
+			for mode in ${MODES//,/ }; do
+				rs=$(recovery_one "$mib" "$mode" 1)
+				all[$mode]="${all[$mode]:-}$rs"
+			done
 		done
-		log "stored ${mib} MiB ($(stat_of "$MNT" pages_stored) pages," \
-			"mem_used_total $(($(stat_of "$MNT" mem_used_total) >> 20)) MiB):" \
-			"death -> first request served, us: $(echo "$rs" | spread)  [$rs ]"
-		teardown || exit 1
+		rm -f "$TMP/pages"
+		for mode in ${MODES//,/ }; do
+			log "stored ${mib} MiB, $mode: death -> first request served, us:" \
+				"$(echo "${all[$mode]}" | spread)  [${all[$mode]} ]"
+			all[$mode]=
+		done
 	done
 }
 
