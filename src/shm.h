@@ -108,6 +108,9 @@ struct shm_state {
 	_Atomic uint64_t restarts;	/* workers started after one died */
 	_Atomic uint64_t upgrades;	/* workers started by `restart` */
 	_Atomic uint64_t keeper_upgrades;	/* `restart keeper`: the keeper re-executed */
+	/* Open handles on `swap`, whichever worker opened them: a stop waits
+	 * while any is open (transport_share_holds). */
+	_Atomic int swap_holds;
 	_Atomic uint64_t died_ns;	/* CLOCK_MONOTONIC of the last death, by the keeper */
 	_Atomic uint64_t recovery_last_us;	/* death -> first reply of the next */
 	_Atomic uint64_t recovery_max_us;

@@ -39,6 +39,7 @@ int transport_init(struct transport *tp, struct store *st, struct stats_io *io,
 	tp->io = io;
 	tp->threads = threads ? threads : 1;
 	tp->busy_poll_ns = (uint64_t)busy_poll_us * 1000u;
+	tp->holds = &tp->own_holds;
 	tp->stop_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
 	return tp->stop_fd < 0 ? -errno : 0;
 }
@@ -109,14 +110,27 @@ void transport_fini(struct transport *tp)
 
 static void wake_loop(struct transport *tp);
 
+void transport_share_holds(struct transport *tp, _Atomic int *shared)
+{
+	tp->holds = shared;
+}
+
 void transport_hold(struct transport *tp)
 {
-	atomic_fetch_add(&tp->holds, 1);
+	atomic_fetch_add(tp->holds, 1);
 }
 
 void transport_release(struct transport *tp)
 {
-	if (atomic_fetch_sub(&tp->holds, 1) == 1 && atomic_load(&tp->stop_requested))
+	int before = atomic_fetch_sub(tp->holds, 1);
+
+	/* A RELEASE the dead worker had counted, sent again to us, finds
+	 * nothing to release: the count never goes below 0. */
+	if (before <= 0) {
+		atomic_fetch_add(tp->holds, 1);
+		return;
+	}
+	if (before == 1 && atomic_load(&tp->stop_requested))
 		wake_loop(tp);
 }
 
@@ -161,7 +175,7 @@ static bool stop_allowed(struct transport *tp)
 	uint64_t v;
 	ssize_t r;
 
-	if (atomic_load(&tp->holds) == 0)
+	if (atomic_load(tp->holds) == 0)
 		return true;
 	if (!atomic_exchange(&said, true))
 		log_warn("the swap file is still open: stopping once it is closed "

@@ -39,7 +39,10 @@ struct transport {
 	unsigned int threads;		/* request threads */
 	uint64_t busy_poll_ns;		/* spin for the next request before poll() */
 	uint64_t slice_ns;		/* each request thread's time slice; 0: the kernel's */
-	_Atomic int holds;		/* while > 0, a stop waits (transport_hold) */
+	_Atomic int own_holds;
+	/* while > 0, a stop waits (transport_hold): own_holds, or a count in
+	 * memory that outlives the worker (transport_share_holds) */
+	_Atomic int *holds;
 	int stop_fd;			/* eventfd: readable once a stop is requested */
 	_Atomic int stop_requested;	/* a signal asked us to stop */
 
@@ -120,6 +123,13 @@ int transport_set_slice(struct transport *tp, unsigned int us);
  * stop signal wakes the loop to end it. */
 void transport_hold(struct transport *tp);
 void transport_release(struct transport *tp);
+/*
+ * Count holds in *shared, which outlives the worker (shm.h): a handle on
+ * `swap` opened by a worker that died is released to the next one (its
+ * RELEASE is sent again: restart.h), and the next one's stop must still
+ * wait for it.  Before the loop starts.
+ */
+void transport_share_holds(struct transport *tp, _Atomic int *shared);
 
 /* Use FUSE over io_uring if the kernel lets us (uring.h).  Call once the
  * session is mounted, before any thread starts (none does until the loop

@@ -288,6 +288,8 @@ int worker_main(const char *fd_text)
 	}
 	/* config_validate has checked the range */
 	transport_set_slice(&fs.tp, par.request_slice_us);
+	if (state->restart_safe)
+		transport_share_holds(&fs.tp, &state->swap_holds);
 	fs.others_allowed = state->allow_other;
 	if (par.stats_gid >= 0)
 		fs.stats_gid = (gid_t)par.stats_gid;

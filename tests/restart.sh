@@ -8,11 +8,13 @@
 #  - During the memory-limited cgroup swap workload that checks every byte
 #    (memhog, six passes): a kill every 0.5-2 s until it ends; it must end with exit 0
 #    (0 bad bytes), and every kill was a restart (worker_restarts).
+#  - zswapctl restart twice during a second workload: the new workers come
+#    from the binary on disk (worker_upgrades), the workload passes; then
+#    SIGTERM with swap on (its handle opened by a worker long dead) waits
+#    until swapoff, and the keeper exits 0.
 #  - zswapctl restart MOUNT keeper twice during fio --verify, the binary on
 #    disk replaced: the keeper runs the new one, the worker serves all along;
 #    another layout is refused.
-#  - zswapctl restart twice during a second workload: the new workers come
-#    from the binary on disk (worker_upgrades), the workload passes.
 #  - fio --verify on a loop device over the swap file (queue depth 16), with
 #    kills: no verify error.
 #  - A recompression pass and a compaction, killed while they run: every page
@@ -149,8 +151,19 @@ zs_memhog_passed "$HOG_TIMEOUT"
 [ "$(zs_stat "$ZS_MNT" worker_restarts)" = "$restarts" ] ||
 	fail "a worker died during zswapctl restart"
 log "zswapctl restart twice under load: the workload passed"
+# The keeper's stop rules hold across restarts: the loop device's handle on
+# swap was opened by a worker long dead (the count of open handles lives in
+# the keeper's memory); SIGTERM waits until swap is off, then exit 0.
+kill -TERM "$ZS_PID"
+sleep 1
+zs_alive
+_zs_is_mounted "$ZS_MNT" || fail "SIGTERM after restarts: the mount went away while swap was on"
+grep -q "still open" "$ZS_LOG" || fail "SIGTERM after restarts: no deferred stop in the log"
 zs_swapoff
-zs_umount
+zs_wait_exit 10 || fail "SIGTERM after restarts: the deferred stop did not happen after swapoff"
+[ "$ZS_RC" = 0 ] || fail "SIGTERM after restarts: exit status $ZS_RC"
+zs_ended
+log "SIGTERM after restarts with swap on: deferred until swapoff, then exit 0"
 
 # ---- restart keeper: the keeper executes the binary on disk -----------------
 # A mount from a copy of the binary, which is then replaced (a new file, as a
