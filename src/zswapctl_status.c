@@ -197,7 +197,9 @@ static uint64_t stat_u64(const struct ctl_stats *st, enum stats_key_id id)
 
 /* ---- restart ------------------------------------------------------------- */
 
-int ctl_worker_counts(const char *mnt, uint64_t *gen, uint64_t *upgrades, uint64_t *restarts)
+/* The figures ids[0..n) of mnt's stats into out; -EOPNOTSUPP when the
+ * first is not there (a daemon from before it existed). */
+static int stat_counts(const char *mnt, const enum stats_key_id *ids, uint64_t *out, size_t n)
 {
 	struct ctl_stats *st = malloc(sizeof(*st));
 	int err;
@@ -206,33 +208,35 @@ int ctl_worker_counts(const char *mnt, uint64_t *gen, uint64_t *upgrades, uint64
 		return -ENOMEM;
 	err = stats_read(mnt, st);
 	if (!err) {
-		if (!stat_str(st, STATS_K_WORKER_GENERATION))
+		if (!stat_str(st, ids[0]))
 			err = -EOPNOTSUPP;
-		*gen = stat_u64(st, STATS_K_WORKER_GENERATION);
-		*upgrades = stat_u64(st, STATS_K_WORKER_UPGRADES);
-		*restarts = stat_u64(st, STATS_K_WORKER_RESTARTS);
+		for (size_t i = 0; i < n; i++)
+			out[i] = stat_u64(st, ids[i]);
 		stats_free(st);
 	}
 	free(st);
 	return err;
 }
 
+int ctl_worker_counts(const char *mnt, uint64_t *gen, uint64_t *upgrades, uint64_t *restarts)
+{
+	static const enum stats_key_id ids[] = {
+		STATS_K_WORKER_GENERATION, STATS_K_WORKER_UPGRADES, STATS_K_WORKER_RESTARTS,
+	};
+	uint64_t v[3] = { 0 };
+	int err = stat_counts(mnt, ids, v, 3);
+
+	*gen = v[0];
+	*upgrades = v[1];
+	*restarts = v[2];
+	return err;
+}
+
 int ctl_keeper_upgrades(const char *mnt, uint64_t *upgrades)
 {
-	struct ctl_stats *st = malloc(sizeof(*st));
-	int err;
+	static const enum stats_key_id ids[] = { STATS_K_KEEPER_UPGRADES };
 
-	if (!st)
-		return -ENOMEM;
-	err = stats_read(mnt, st);
-	if (!err) {
-		if (!stat_str(st, STATS_K_KEEPER_UPGRADES))
-			err = -EOPNOTSUPP;
-		*upgrades = stat_u64(st, STATS_K_KEEPER_UPGRADES);
-		stats_free(st);
-	}
-	free(st);
-	return err;
+	return stat_counts(mnt, ids, upgrades, 1);
 }
 
 /* ---- status -------------------------------------------------------------- */
