@@ -96,7 +96,6 @@ static void worker_serves(struct keeper *k)
 {
 	struct shm_state *s = k->shm->state;
 	unsigned char b;
-	int fd;
 
 	if (read(k->ready_rd, &b, 1) != 1) {
 		close(k->ready_rd);	/* it died first: its exit tells */
@@ -117,14 +116,7 @@ static void worker_serves(struct keeper *k)
 			if (log_to_syslog())
 				log_warn("no syslog (/dev/log): messages are lost from now on");
 		}
-		fd = open("/dev/null", O_RDWR | O_CLOEXEC);
-		if (fd >= 0) {
-			dup2(fd, STDIN_FILENO);
-			dup2(fd, STDOUT_FILENO);
-			if (!s->journal)
-				dup2(fd, STDERR_FILENO);
-			close(fd);
-		}
+		log_detach_stdio(s->journal);
 	}
 	k->served = true;
 	if (k->pending_sig) {

@@ -3,6 +3,7 @@
 #define _GNU_SOURCE	/* pthread_setname_np; also built into the bench's noop_fuse */
 #endif
 #include <errno.h>
+#include <fcntl.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <string.h>
@@ -180,6 +181,22 @@ int log_to_syslog(void)
 void log_quiet_stderr(void)
 {
 	atomic_store(&to_stderr, false);
+}
+
+void log_detach_stdio(bool keep_stderr)
+{
+	int fd;
+
+	if (!keep_stderr)
+		log_quiet_stderr();
+	fd = open("/dev/null", O_RDWR | O_CLOEXEC);
+	if (fd < 0)
+		return;
+	dup2(fd, STDIN_FILENO);
+	dup2(fd, STDOUT_FILENO);
+	if (!keep_stderr)
+		dup2(fd, STDERR_FILENO);
+	close(fd);
 }
 
 static void *writer(void *arg)

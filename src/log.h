@@ -31,6 +31,11 @@ int log_to_syslog(void);
 /* Stop writing to stderr (it is about to become /dev/null). */
 void log_quiet_stderr(void);
 
+/* A daemon gone to the background: stdin, stdout and, unless keep_stderr
+ * (it is the journal), stderr become /dev/null; messages stop going to
+ * stderr then. */
+void log_detach_stdio(bool keep_stderr);
+
 /* Start the writer thread; from now on logging only queues.  0 or -errno
  * (then messages go on being written at once). */
 int log_start(void);

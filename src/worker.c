@@ -157,19 +157,9 @@ static void tell_ready(struct shm_state *s)
 {
 	unsigned char ok = 0;
 	ssize_t n;
-	int fd;
 
 	if (s->ready_fd >= 0) {
-		if (!s->journal)
-			log_quiet_stderr();
-		fd = open("/dev/null", O_RDWR | O_CLOEXEC);
-		if (fd >= 0) {
-			dup2(fd, STDIN_FILENO);
-			dup2(fd, STDOUT_FILENO);
-			if (!s->journal)
-				dup2(fd, STDERR_FILENO);
-			close(fd);
-		}
+		log_detach_stdio(s->journal);
 		do
 			n = write(s->ready_fd, &ok, 1);
 		while (n < 0 && errno == EINTR);
