@@ -118,19 +118,28 @@ zs_umount
 slice_of() { awk '$1 == "se.slice" { print $3 }' "$1/sched"; }
 if [ -n "$(slice_of "/proc/$$")" ]; then
 	zs_mount size=64M,threads=2,request_slice_us=200
+	# the worker's threads serve (keeper.h)
+	worker=$(pgrep -P "$ZS_PID" -x zswapfs) || fail "no worker (zswapfs child) of keeper $ZS_PID"
 	at=0
-	for task in /proc/"$ZS_PID"/task/*; do
+	for task in /proc/"$worker"/task/*; do
 		case $(cat "$task/comm") in
 		zswapfs-policy) [ "$(slice_of "$task")" != 200000 ] ||
 			fail "the policy thread has the request threads' slice" ;;
 		*) [ "$(slice_of "$task")" = 200000 ] && at=$((at + 1)) ;;
 		esac
 	done
-	[ "$(slice_of "/proc/$ZS_PID/task/$ZS_PID")" = 200000 ] ||
-		fail "request thread 0 has a slice of $(slice_of "/proc/$ZS_PID/task/$ZS_PID") ns"
+	[ "$(slice_of "/proc/$worker/task/$worker")" = 200000 ] ||
+		fail "request thread 0 has a slice of $(slice_of "/proc/$worker/task/$worker") ns"
 	[ "$at" -ge 2 ] || fail "only $at thread(s) with a 200 us slice: two request threads"
 	dd if=/dev/urandom of="$ZS_MNT/swap" bs=1M count=4 oflag=direct status=none ||
 		fail "writing at request_slice_us=200 failed"
+	# a worker started after a death has it too
+	kill -KILL "$worker"
+	zs_stat "$ZS_MNT" worker_generation >/dev/null
+	worker2=$(pgrep -P "$ZS_PID" -x zswapfs) || fail "no worker after a kill"
+	[ "$worker2" != "$worker" ] || fail "the killed worker still serves"
+	[ "$(slice_of "/proc/$worker2/task/$worker2")" = 200000 ] ||
+		fail "the restarted worker's request thread 0 has a slice of $(slice_of "/proc/$worker2/task/$worker2") ns"
 	log "ok: request_slice_us=200: $at threads with a 200 us slice, not the policy thread"
 	zs_umount
 else
