@@ -438,3 +438,10 @@ int keeper_supervise(struct keeper *k, pid_t worker, bool *unmount)
 	fcntl(k->sigfd, F_SETFL, fcntl(k->sigfd, F_GETFL) | O_NONBLOCK);
 	return keeper_loop(k, unmount);
 }
+
+bool keeper_connection_ended(int fuse_fd)
+{
+	struct pollfd pfd = { .fd = fuse_fd, .events = 0 };
+
+	return poll(&pfd, 1, 0) == 1 && (pfd.revents & POLLERR);
+}

@@ -100,6 +100,10 @@ int keeper_run(struct keeper *k, bool *unmount);
  * numbers.  Returns the keeper's exit status, as main() does.
  */
 int keeper_resume_main(char **argv);
+/* Whether the kernel has ended the connection on /dev/fuse descriptor
+ * fuse_fd (umount, abort): the mount is gone then, and nothing is left to
+ * unmount. */
+bool keeper_connection_ended(int fuse_fd);
 /* The new image's supervision of the worker it found serving. */
 int keeper_supervise(struct keeper *k, pid_t worker, bool *unmount);
 

@@ -401,15 +401,6 @@ static int privileged_startup(const struct zs_params *p)
 	return leave_memcg(p);
 }
 
-/* Whether the kernel has ended the connection (umount, abort): the mount is
- * gone then, and nothing is left to unmount. */
-static bool connection_ended(struct fuse_session *se)
-{
-	struct pollfd pfd = { .fd = fuse_session_fd(se), .events = 0 };
-
-	return poll(&pfd, 1, 0) == 1 && (pfd.revents & POLLERR);
-}
-
 /* The binary on disk that workers run: this one's path, read now (an
  * upgrade replaces the file; /proc/self/exe would stay the old one). */
 static int own_path(char *buf, size_t len)
@@ -585,7 +576,7 @@ out_unmount:
 	/* Without privileges the helper unmounts (nothing serves the mount
 	 * now, and a fuse mount's unmount asks nothing of the daemon); then
 	 * libfuse finds the connection ended and only closes its descriptor. */
-	if (!privileged && !connection_ended(se))
+	if (!privileged && !keeper_connection_ended(fuse_session_fd(se)))
 		unmounter_stop(&um, true);
 	fuse_session_unmount(se);
 out_session:
