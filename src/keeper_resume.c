@@ -41,35 +41,6 @@ static int arg_int(const char *text, int min, int *out)
 	return 0;
 }
 
-/* The settings the mount was made with, from the state, without mapping
- * it (the memory is not locked yet). */
-static int peek_config(int fd, struct zs_config *cfg, bool *background)
-{
-	struct shm_state *head = malloc(sizeof(*head));
-	int ret = 0;
-
-	if (!head)
-		return -ENOMEM;
-	if (pread(fd, head, sizeof(*head), 0) != (ssize_t)sizeof(*head))
-		ret = -EIO;
-	else if (head->magic != SHM_MAGIC || head->version != SHM_VERSION ||
-		 head->state_bytes != sizeof(*head))
-		ret = -EPROTO;
-	if (!ret) {
-		*cfg = head->cfg;
-		*background = !head->foreground && !head->journal;
-	}
-	free(head);
-	return ret;
-}
-
-static bool connection_ended(int fuse_fd)
-{
-	struct pollfd pfd = { .fd = fuse_fd, .events = 0 };
-
-	return poll(&pfd, 1, 0) == 1 && (pfd.revents & POLLERR);
-}
-
 /* This image cannot take the state over: run the old binary again. */
 static void back_to_old(char **argv, int old_exe)
 {
@@ -99,7 +70,7 @@ int keeper_resume_main(char **argv)
 		fprintf(stderr, "zswapfs: --keeper: bad arguments\n");
 		return 1;
 	}
-	ret = peek_config(state_fd, &cfg, &background);
+	ret = shm_peek_config(state_fd, &cfg, &background);
 	if (background && log_to_syslog())
 		fprintf(stderr, "zswapfs: no syslog (/dev/log)\n");
 	if (ret) {
@@ -151,7 +122,7 @@ int keeper_resume_main(char **argv)
 		log_stop();
 		_exit(ret);
 	}
-	if (!connection_ended(fuse_fd))
+	if (!keeper_connection_ended(fuse_fd))
 		unmounter_stop(&um, true);
 	memcg_return();
 	unmounter_stop(&um, false);

@@ -3,6 +3,7 @@
 #define _GNU_SOURCE
 #endif
 #include <errno.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/mman.h>
@@ -105,6 +106,36 @@ int shm_create(struct shm_region *r, const struct zs_config *cfg, bool lock_requ
 	return ret;
 }
 
+/*
+ * Map the state memfd r->state_fd into r->state, resident and locked, in
+ * the keeper and in every worker alike.  Locked for as long as the process
+ * lives: a memfd's page is unevictable only while a locked mapping maps it
+ * (the keeper's keeps it so between workers), and every request touches
+ * the counters in it.  Unlocked, a full memory cgroup swapped the state out
+ * to our own swap file and the request thread that touched it next waited
+ * on itself (tests/self_reclaim.sh part 3).  A failure to lock is an error
+ * only when `required`.  0 or -errno after a message in err.
+ */
+static int state_map(struct shm_region *r, bool required, char *err, size_t errlen)
+{
+	struct shm_state *s = mmap(NULL, sizeof(*s), PROT_READ | PROT_WRITE,
+				   MAP_SHARED | MAP_POPULATE, r->state_fd, 0);
+	int ret;
+
+	if (s == MAP_FAILED) {
+		ret = -errno;
+		snprintf(err, errlen, "cannot map the state memfd: %s", strerror(-ret));
+		return ret;
+	}
+	r->state = s;
+	if (mlock(s, sizeof(*s)) && required) {
+		ret = -errno;
+		snprintf(err, errlen, "cannot lock the state memfd: %s", strerror(-ret));
+		return ret;
+	}
+	return 0;
+}
+
 static int create(struct shm_region *r, const struct zs_config *cfg, bool lock_required,
 		  char *err, size_t errlen)
 {
@@ -119,26 +150,10 @@ static int create(struct shm_region *r, const struct zs_config *cfg, bool lock_r
 		snprintf(err, errlen, "cannot make the state memfd: %s", strerror(-ret));
 		goto out;
 	}
-	s = mmap(NULL, sizeof(*s), PROT_READ | PROT_WRITE, MAP_SHARED | MAP_POPULATE,
-		 r->state_fd, 0);
-	if (s == MAP_FAILED) {
-		ret = -errno;
-		snprintf(err, errlen, "cannot map the state memfd: %s", strerror(-ret));
+	ret = state_map(r, lock_required, err, errlen);
+	if (ret)
 		goto out;
-	}
-	r->state = s;
-	/*
-	 * Locked here for as long as the keeper lives: a memfd's page is
-	 * unevictable only while a locked mapping maps it, and every request
-	 * touches the counters in it.  Unlocked, a full memory cgroup swapped
-	 * the state out to our own swap file and the request thread that
-	 * touched it next waited on itself (tests/self_reclaim.sh part 3).
-	 */
-	if (mlock(s, sizeof(*s)) && lock_required) {
-		ret = -errno;
-		snprintf(err, errlen, "cannot lock the state memfd: %s", strerror(-ret));
-		goto out;
-	}
+	s = r->state;
 	s->magic = SHM_MAGIC;
 	s->version = SHM_VERSION;
 	s->state_bytes = sizeof(*s);
@@ -213,6 +228,21 @@ void shm_destroy(struct shm_region *r)
 	r->state_fd = -1;
 }
 
+int shm_peek_config(int fd, struct zs_config *cfg, bool *background)
+{
+	struct shm_state head;
+
+	if (pread(fd, &head, offsetof(struct shm_state, init_req_len), 0) !=
+	    (ssize_t)offsetof(struct shm_state, init_req_len))
+		return -EIO;
+	if (head.magic != SHM_MAGIC || head.version != SHM_VERSION ||
+	    head.state_bytes != sizeof(struct shm_state))
+		return -EPROTO;
+	*cfg = head.cfg;
+	*background = !head.foreground && !head.journal;
+	return 0;
+}
+
 int shm_attach(struct shm_region *r, int fd, bool locked, char *err, size_t errlen)
 {
 	struct shm_state *s;
@@ -228,20 +258,10 @@ int shm_attach(struct shm_region *r, int fd, bool locked, char *err, size_t errl
 		snprintf(err, errlen, "mlockall(MCL_CURRENT): %s", strerror(-ret));
 		return ret;
 	}
-	s = mmap(NULL, sizeof(*s), PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
-	if (s == MAP_FAILED) {
-		ret = -errno;
-		snprintf(err, errlen, "cannot map the keeper's state: %s", strerror(-ret));
+	ret = state_map(r, locked, err, errlen);
+	if (ret)
 		goto out;
-	}
-	r->state = s;
-	/* The keeper's locked mapping keeps its pages resident; ours must
-	 * not fault them in on the request path (create()). */
-	if (mlock(s, sizeof(*s)) && locked) {
-		ret = -errno;
-		snprintf(err, errlen, "cannot lock the keeper's state: %s", strerror(-ret));
-		goto out;
-	}
+	s = r->state;
 	if (s->magic != SHM_MAGIC || s->version != SHM_VERSION || s->state_bytes != sizeof(*s)) {
 		snprintf(err, errlen, "the keeper's state has layout %u (%u bytes); this binary "
 			 "knows layout %u (%zu bytes): a restart needs the same layout",

@@ -150,6 +150,14 @@ void shm_destroy(struct shm_region *r);
  */
 int shm_attach(struct shm_region *r, int fd, bool locked, char *err, size_t errlen);
 
+/*
+ * The settings the mount was made with, read from the state memfd `fd`
+ * without mapping it (before a new process has locked its memory), and
+ * whether its processes run in the background.  0, -EIO, or -EPROTO for
+ * another layout.
+ */
+int shm_peek_config(int fd, struct zs_config *cfg, bool *background);
+
 /* The arena segment's size for these settings. */
 uint64_t shm_arena_bytes(const struct zs_config *cfg);
 

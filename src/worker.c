@@ -171,22 +171,6 @@ static void tell_ready(struct shm_state *s)
 	close(s->keeper_ready_fd);
 }
 
-/* The settings, read from the state before it is mapped (mlockall first). */
-static int read_settings(int fd, struct zs_config *cfg, bool *background)
-{
-	struct shm_state head;
-
-	if (pread(fd, &head, offsetof(struct shm_state, init_req_len), 0) !=
-	    (ssize_t)offsetof(struct shm_state, init_req_len))
-		return -EIO;
-	if (head.magic != SHM_MAGIC || head.version != SHM_VERSION ||
-	    head.state_bytes != sizeof(struct shm_state))
-		return -EPROTO;
-	*cfg = head.cfg;
-	*background = !head.foreground && !head.journal;
-	return 0;
-}
-
 int worker_main(const char *fd_text)
 {
 	struct unmounter um = { .pid = -1, .fd = -1 };
@@ -213,7 +197,7 @@ int worker_main(const char *fd_text)
 		fprintf(stderr, "zswapfs: --worker: not a descriptor: %s\n", fd_text);
 		return 1;
 	}
-	e = read_settings(fd, &cfg, &background);
+	e = shm_peek_config(fd, &cfg, &background);
 	if (e) {
 		fprintf(stderr, "zswapfs: worker: the keeper's state: %s%s\n", strerror(-e),
 			e == -EPROTO ? " (another layout: a binary of another version?)" : "");
