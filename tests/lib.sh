@@ -368,6 +368,26 @@ zs_stat_wait() {
 	fail "$2 in $1/stats is $(zs_stat "$1" "$2"), expected $3 within ${4:-20} s"
 }
 
+# zs_wait_until SECONDS WHAT COMMAND...: run COMMAND every 50 ms until it
+# succeeds.  For an effect of another thread or process: a test never
+# sleeps a fixed time and hopes it happened; it polls for the effect and
+# fails after the deadline with "WHAT: not seen within SECONDS s".
+zs_wait_until() {
+	local secs=$1 what=$2 end
+	shift 2
+	end=$((SECONDS + secs))
+	until "$@"; do
+		[ "$SECONDS" -lt "$end" ] || fail "$what: not seen within $secs s"
+		sleep 0.05
+	done
+}
+
+# zs_log_wait REGEX [SECONDS]: until the daemon's log ($ZS_LOG) has a line
+# matching REGEX (grep -E), 30 s at most.
+zs_log_wait() {
+	zs_wait_until "${2:-30}" "a line '$1' in the daemon's log" grep -qE -- "$1" "$ZS_LOG"
+}
+
 # ---- hangs ----------------------------------------------------------------------
 
 # The test's mounts (zs_start, zs_watch_mount): what a hang aborts.
