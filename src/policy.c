@@ -98,13 +98,20 @@ static uint64_t arena_unused_and_used(struct arena *a, uint64_t *used_bytes)
 	return arena_unused_bytes(cls);
 }
 
-static void compact(struct policy *pol, const char *why)
+/* A compaction the admin asked for says when it begins and when it ends,
+ * even with nothing given back: the one who asked (and a test that kills
+ * the worker in the middle of one) sees it happen.  Automatic ones speak
+ * only when they gave memory back, or they would fill the log. */
+static void compact(struct policy *pol, const char *why, bool asked)
 {
-	uint64_t used, pages = store_compact(pol->st);
+	uint64_t used, pages;
 
+	if (asked)
+		log_info("compact (%s): begins", why);
+	pages = store_compact(pol->st);
 	pol->frag_floor = arena_unused_and_used(store_arena(pol->st), &used);
 	atomic_fetch_add(&pol->compactions, 1);
-	if (pages)
+	if (pages || asked)
 		log_info("compact (%s): %llu pages given back", why, (unsigned long long)pages);
 }
 
@@ -117,7 +124,7 @@ static void maybe_compact(struct policy *pol)
 	unused = arena_unused_and_used(store_arena(pol->st), &used);
 	if (unused * 100 > used * pol->cfg.compact_threshold &&
 	    unused > pol->frag_floor + POLICY_COMPACT_SLACK)
-		compact(pol, "fragmentation");
+		compact(pol, "fragmentation", false);
 	else if (unused < pol->frag_floor)
 		pol->frag_floor = unused;
 }
@@ -411,7 +418,7 @@ static void *policy_thread(void *arg)
 		if (!tick_due && pol->compact_pending) {
 			pol->compact_pending = false;
 			pthread_mutex_unlock(&pol->lock);
-			compact(pol, "control");
+			compact(pol, "control", true);
 			pthread_mutex_lock(&pol->lock);
 			continue;
 		}

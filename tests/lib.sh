@@ -382,6 +382,11 @@ zs_wait_until() {
 	done
 }
 
+# zs_stat_above MOUNT KEY N: true when KEY in MOUNT/stats is above N; for
+# zs_wait_until, which runs its command as given each time (a "$(zs_stat
+# ...)" in its arguments would be read once, before the first try).
+zs_stat_above() { [ "$(zs_stat "$1" "$2")" -gt "$3" ]; }
+
 # zs_log_wait REGEX [SECONDS]: until the daemon's log ($ZS_LOG) has a line
 # matching REGEX (grep -E), 30 s at most.
 zs_log_wait() {

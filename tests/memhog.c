@@ -55,6 +55,7 @@ struct mh_opts {
 	unsigned int passes;
 	const char *corpus;
 	const char *dump;
+	const char *until;	/* go on past --passes until this file exists */
 	bool verbose;
 };
 
@@ -556,11 +557,15 @@ static int mh_dump(const struct mh_opts *o)
 static void mh_usage(FILE *f)
 {
 	fprintf(f,
-		"usage: memhog --size MIB [--seed N] [--passes N] [--corpus FILE] [--verbose]\n"
+		"usage: memhog --size MIB [--seed N] [--passes N] [--until FILE] [--corpus FILE]\n"
+		"              [--verbose]\n"
 		"       memhog --size MIB [--seed N] --dump FILE|-\n"
 		"Fills MIB MiB of anonymous memory with realistic page data, then verifies it:\n"
 		"pass 1 in order, each further pass in random order while rewriting about a\n"
 		"quarter of the pages; rewritten pages are checked once more at the end.\n"
+		"--until goes on with further passes after the --passes passes until FILE\n"
+		"exists (looked for between passes; 1000 passes at most), so that a test\n"
+		"can keep swap traffic going for as long as it acts, on any machine.\n"
 		"--corpus takes the pages from FILE (cycled) instead of generating them.\n"
 		"--dump writes the generated pages (generation 0) to FILE and exits.\n"
 		"Exit status: 0 all data intact, 1 mismatch found, 2 usage or system error.\n");
@@ -587,6 +592,7 @@ static int mh_parse_args(int argc, char **argv, struct mh_opts *o)
 		{ "passes", required_argument, NULL, 'p' },
 		{ "corpus", required_argument, NULL, 'c' },
 		{ "dump", required_argument, NULL, 'd' },
+		{ "until", required_argument, NULL, 'u' },
 		{ "verbose", no_argument, NULL, 'v' },
 		{ "help", no_argument, NULL, 'h' },
 		{ NULL, 0, NULL, 0 },
@@ -596,7 +602,7 @@ static int mh_parse_args(int argc, char **argv, struct mh_opts *o)
 
 	o->seed = 1;
 	o->passes = 1;
-	while ((c = getopt_long(argc, argv, "s:S:p:c:d:vh", longopts, NULL)) != -1) {
+	while ((c = getopt_long(argc, argv, "s:S:p:c:d:u:vh", longopts, NULL)) != -1) {
 		switch (c) {
 		case 's':
 			if (mh_parse_u64(optarg, "size", &o->size_mib))
@@ -621,6 +627,9 @@ static int mh_parse_args(int argc, char **argv, struct mh_opts *o)
 			break;
 		case 'd':
 			o->dump = optarg;
+			break;
+		case 'u':
+			o->until = optarg;
 			break;
 		case 'v':
 			o->verbose = true;
@@ -659,6 +668,15 @@ static int mh_open_corpus(struct mh_state *st)
 		return -EINVAL;
 	}
 	return 0;
+}
+
+/* Is pass number PASS (2 and up) to run?  The generations are 16-bit and
+ * each pass bumps a page's at most once: 1000 passes in all at most. */
+static bool mh_more_passes(const struct mh_opts *o, unsigned int pass)
+{
+	if (pass <= o->passes)
+		return true;
+	return o->until && pass <= 1000 && access(o->until, F_OK) != 0;
 }
 
 int main(int argc, char **argv)
@@ -708,7 +726,7 @@ int main(int argc, char **argv)
 
 	if (!ret)
 		ret = mh_verify_seq(&st, "pass 1", NULL);
-	for (pass = 2; !ret && pass <= opts.passes; pass++) {
+	for (pass = 2; !ret && mh_more_passes(&opts, pass); pass++) {
 		ret = mh_verify_random(&st, pass, rewritten, &nrewrites);
 		if (opts.verbose)
 			fprintf(stderr, "memhog: pass %u done at %.2f s, %" PRIu64 " bad pages\n",
@@ -730,7 +748,7 @@ int main(int argc, char **argv)
 	       "rewrites=%" PRIu64 " bad_pages=%" PRIu64 " fill=%.2fs verify=%.2fs "
 	       "elapsed=%.2fs\n",
 	       ret ? "ERROR" : st.bad_pages ? "FAIL" : "OK", opts.size_mib, st.npages,
-	       opts.seed, opts.passes, nrewrites, st.bad_pages, t_fill, t_verify,
+	       opts.seed, pass - 1, nrewrites, st.bad_pages, t_fill, t_verify,
 	       mh_now() - t0);
 	fflush(stdout);
 	free(st.scratch);
