@@ -97,10 +97,10 @@ static int parse_idle(int argc, char **argv, struct control_req *req)
 	return 0;
 }
 
-/* recompress [type=idle|huge|huge_idle] [threshold=BYTES] [max_pages=N] */
+/* recompress [type=idle|huge|huge_idle] [threshold=BYTES] [max_pages=N] [rate=RATE] */
 static int parse_recompress(int argc, char **argv, struct control_req *req)
 {
-	bool seen_type = false, seen_threshold = false, seen_max = false;
+	bool seen_type = false, seen_threshold = false, seen_max = false, seen_rate = false;
 	const char *v;
 	int i;
 
@@ -123,6 +123,14 @@ static int parse_recompress(int argc, char **argv, struct control_req *req)
 			    req->recomp.max_pages == 0)
 				return -EINVAL;
 			seen_max = true;
+		} else if ((v = arg_value(argv[i], "rate")) && !seen_rate) {
+			uint64_t rate;
+
+			/* recompress.rate's range; 0 would mean no limit, the default */
+			if (parse_u64(v, POLICY_RATE_MAX, &rate) || rate == 0)
+				return -EINVAL;
+			req->recomp.rate = (uint32_t)rate;
+			seen_rate = true;
 		} else {
 			return -EINVAL;
 		}

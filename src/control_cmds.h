@@ -18,8 +18,8 @@
 #define CONTROL_CMDS(X) \
 	X(COMPACT, compact, 0, 0, "") \
 	X(IDLE, idle, 1, 1, "all|SECONDS") \
-	X(RECOMPRESS, recompress, 0, 3, \
-	  "[type=idle|huge|huge_idle] [threshold=BYTES] [max_pages=N]") \
+	X(RECOMPRESS, recompress, 0, 4, \
+	  "[type=idle|huge|huge_idle] [threshold=BYTES] [max_pages=N] [rate=RATE]") \
 	X(WRITEBACK, writeback, 1, 2, "idle|huge|huge_idle|all [max_pages=N]") \
 	X(TRAIN, train, 0, 0, "") \
 	X(DICT, dict, 2, 2, "save PATH") \

@@ -233,7 +233,9 @@ static void run_job(struct policy *pol, enum policy_job job, const struct policy
 		},
 		.max_pages = req->max_pages,
 		.threshold = req->threshold ? req->threshold : pol->cfg.threshold,
-		.rate = 0,	/* asked for: as fast as the (nice 19) thread goes */
+		/* asked for: as fast as the (nice 19) thread goes, unless rate=
+		 * paces it as the automatic passes are */
+		.rate = req->rate,
 	};
 	struct job *j = &pol->jobs[job];
 	uint64_t done;

@@ -60,7 +60,11 @@ struct policy_request {
 	enum policy_select select;
 	size_t threshold;		/* recompress: 0 = recompress.threshold */
 	uint64_t max_pages;		/* 0: no limit */
+	uint32_t rate;			/* recompress: most pages a second; 0: no limit */
 };
+
+/* The most a rate may be: recompress.rate's bound. */
+#define POLICY_RATE_MAX		1000000u
 
 struct policy_stats {
 	uint64_t recompress_passes;	/* finished passes, automatic and asked for */

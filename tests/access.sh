@@ -134,13 +134,30 @@ log "ok: the daemon refused what the kernel let through (access_denied $denied0 
 
 # Root's own figures stay readable while others hold every snapshot they may.
 # (setpriv itself in the background, not the function: its pid is the holder's)
+# It holds them until the test kills it, however long the checks take.
+stats=$(readlink -f "$ZS_MNT")/stats
 setpriv --reuid=$NOBODY --regid=$NOBODY --groups=$GROUP -- \
-	sh -c 'exec 3<"$1" 4<"$1" 5<"$1"; exec sleep 3' sh "$ZS_MNT/stats" &
+	sh -c 'exec 3<"$1" 4<"$1" 5<"$1"; exec sleep 600' sh "$ZS_MNT/stats" &
 holder=$!
 push_undo kill "$holder"
-sleep 1
+# The holder has its three snapshots once sh has become sleep (a failed
+# open ends sh), and its fds 3-5 name the file: read from /proc, never
+# through the mount.
+holds_three() {
+	local fd
+	kill -0 "$holder" 2>/dev/null ||
+		fail "the holder (pid $holder) could not open $ZS_MNT/stats three times"
+	[ "$(cat "/proc/$holder/comm" 2>/dev/null)" = sleep ] || return 1
+	for fd in 3 4 5; do
+		[ "$(readlink "/proc/$holder/fd/$fd")" = "$stats" ] ||
+			fail "the holder's fd $fd is $(readlink "/proc/$holder/fd/$fd"), not $stats"
+	done
+}
+zs_wait_until 30 "three snapshots of $stats held by the group (pid $holder)" holds_three
 refused "a fourth snapshot for the group" as_member cat "$ZS_MNT/stats"
 zs_stat "$ZS_MNT" orig_data_size >/dev/null
+# the refusal above is the limit's only if the three were held throughout
+holds_three || fail "the holder (pid $holder) let go of its snapshots during the checks"
 zs_stop_sampler "$holder"
 
 # Root: everything as before.

@@ -8,6 +8,7 @@
 #include <check.h>
 #include <pthread.h>
 #include <stdatomic.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -312,17 +313,31 @@ static void *conc_recompress(void *arg)
 }
 
 /*
- * One page rewritten over and over with pages of the same compressed size,
- * while another thread recompresses it over and over.  A rewrite frees the
- * old object and the arena hands its handle to the new one at once: a
+ * Pages rewritten over and over with pages of the same compressed size,
+ * while another thread recompresses them over and over.  A rewrite frees
+ * the old object and the arena hands its handle to the new one at once: a
  * recompression that only compared handles would then put the old data
- * back.  Every read must see the last write.  The writes go on until both
- * outcomes have been seen many times: recompressions that replaced the page
- * and ones that found it rewritten meanwhile (the race under test).
+ * back.  Every read must see the last write.  The writes go on, at least
+ * ABA_MIN_WRITES of them, until both outcomes have been seen: a
+ * recompression that replaced a page and one that found it rewritten
+ * meanwhile (the race under test), within ABA_MAX_SECONDS.
+ *
+ * ABA_PAGES of them, both threads going round, the writer writing each
+ * page twice in a row: its second write gets the handle that the first
+ * freed, the one a recompression begun before them saw (with one write,
+ * another page's next write would take it).  On a single CPU the threads
+ * take turns, and only a recompression cut short by the end of its turn
+ * can find its page rewritten.  With one page the recompressor spends
+ * nearly all its turn finding the page already done (under taskset -c 0
+ * the race came once in 750000 writes, or not in 60 s); with many, its
+ * turn is spent recompressing pages the writer has just rewritten, and the
+ * writer's next turn may rewrite the one cut short (some 20 races in
+ * 200000 writes on one CPU, thousands on two).
  */
+#define ABA_PAGES	256
 #define ABA_MIN_WRITES	200000
-#define ABA_MAX_SECONDS	30	/* writes take ~2 s here; the test's timeout is 120 */
-#define ABA_SEEN	100	/* of each outcome */
+#define ABA_MAX_SECONDS	60	/* to see both outcomes; the test's timeout is 120 */
+#define ABA_SEEN	1	/* of each outcome */
 
 struct aba {
 	struct store *st;
@@ -335,9 +350,10 @@ static void *aba_recompress(void *arg)
 {
 	struct aba *a = arg;
 	struct store_worker *w = make_worker(a->st);
+	uint64_t idx = 0;
 
-	while (!atomic_load(&a->stop)) {
-		switch (store_recompress(a->st, w, 0, &every_page, 16)) {
+	for (; !atomic_load(&a->stop); idx = (idx + 1) % ABA_PAGES) {
+		switch (store_recompress(a->st, w, idx, &every_page, 16)) {
 		case STORE_RECOMP_DONE:
 			atomic_fetch_add(&a->done, 1);
 			break;
@@ -355,16 +371,21 @@ static void *aba_recompress(void *arg)
 
 START_TEST(test_rewrite_during_recompress)
 {
-	struct aba a = { .st = make_store(4) };
+	struct aba a = { .st = make_store(ABA_PAGES) };
 	struct store_worker *w = make_worker(a.st);
 	unsigned char page[PG], got[PG];
 	struct timespec t0, t;
 	pthread_t tid;
-	uint64_t i, wrong = 0;
+	uint64_t i, idx, wrong = 0;
+	/* each page's last write (fill_page's noise is not its seed's) */
+	unsigned char *last = calloc(ABA_PAGES, PG);
+	bool written[ABA_PAGES] = { false };
 
+	ck_assert_ptr_nonnull(last);
 	clock_gettime(CLOCK_MONOTONIC, &t0);
 	pthread_create(&tid, NULL, aba_recompress, &a);
 	for (i = 0; !wrong; i++) {
+		idx = i / 2 % ABA_PAGES;
 		if (i >= ABA_MIN_WRITES && atomic_load(&a.done) >= ABA_SEEN &&
 		    atomic_load(&a.raced) >= ABA_SEEN)
 			break;
@@ -373,21 +394,41 @@ START_TEST(test_rewrite_during_recompress)
 			if (t.tv_sec - t0.tv_sec >= ABA_MAX_SECONDS)
 				break;
 		}
+		/* A visit first reads what the last one left: a recompression
+		 * that put old data back once the writer had moved on shows
+		 * here, not in the read after the write. */
+		if (i % 2 == 0 && written[idx]) {
+			ck_assert_int_eq(store_read(a.st, w, idx * PG, got, PG), PG);
+			wrong += memcmp(got, last + idx * PG, PG) != 0;
+		}
 		fill_page(page, 1200, i);
-		ck_assert_int_eq(store_write(a.st, w, 0, page, PG), 0);
-		ck_assert_int_eq(store_read(a.st, w, 0, got, PG), PG);
+		ck_assert_int_eq(store_write(a.st, w, idx * PG, page, PG), 0);
+		ck_assert_int_eq(store_read(a.st, w, idx * PG, got, PG), PG);
 		wrong += memcmp(got, page, PG) != 0;
+		memcpy(last + idx * PG, page, PG);
+		written[idx] = true;
 	}
 	atomic_store(&a.stop, true);
 	pthread_join(tid, NULL);
+	/* and what the last passes left */
+	for (idx = 0; idx < ABA_PAGES; idx++) {
+		if (!written[idx])
+			continue;
+		ck_assert_int_eq(store_read(a.st, w, idx * PG, got, PG), PG);
+		wrong += memcmp(got, last + idx * PG, PG) != 0;
+	}
+	free(last);
 	ck_assert_msg(wrong == 0, "%llu of %llu reads returned older data (%llu attempts)",
 		      (unsigned long long)wrong, (unsigned long long)i,
 		      (unsigned long long)a.attempts);
 	ck_assert_msg(atomic_load(&a.done) >= ABA_SEEN && atomic_load(&a.raced) >= ABA_SEEN,
-		      "in %llu writes, %llu recompressions replaced the page and %llu found it "
-		      "rewritten: the race was not shown to happen",
-		      (unsigned long long)i, (unsigned long long)atomic_load(&a.done),
+		      "in %llu writes (%d s), %llu recompressions replaced the page and %llu found "
+		      "it rewritten: the race was not shown to happen",
+		      (unsigned long long)i, ABA_MAX_SECONDS, (unsigned long long)atomic_load(&a.done),
 		      (unsigned long long)atomic_load(&a.raced));
+	fprintf(stderr, "test_rewrite_during_recompress: %llu writes, %llu recompressions "
+		"replaced the page, %llu found it rewritten\n", (unsigned long long)i,
+		(unsigned long long)atomic_load(&a.done), (unsigned long long)atomic_load(&a.raced));
 	free_worker(w);
 	store_destroy(a.st);
 }

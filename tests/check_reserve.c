@@ -341,6 +341,19 @@ START_TEST(test_store_write_enospc)
 }
 END_TEST
 
+/* Seconds since t0, on the monotonic clock. */
+static double seconds_since(const struct timespec *t0)
+{
+	struct timespec t;
+
+	clock_gettime(CLOCK_MONOTONIC, &t);
+	return (double)(t.tv_sec - t0->tv_sec) + (double)(t.tv_nsec - t0->tv_nsec) / 1e9;
+}
+
+/* How long the thread may take to show what it saw: its ticks are 100 ms
+ * apart, but a loaded machine (one CPU, sanitizers) runs it late. */
+#define THREAD_WAIT_S	30
+
 /* The thread: fills at start, keeps up with writes, sizes from the rate. */
 START_TEST(test_reserve_thread)
 {
@@ -349,6 +362,7 @@ START_TEST(test_reserve_thread)
 	struct arena_stats st;
 	struct reserve_stats rs;
 	struct reserve *r;
+	struct timespec t0;
 	const unsigned int n = 40000;	/* ~65 MiB of objects */
 	uint64_t *h = calloc(n, sizeof(*h));
 	unsigned int i, dry = 0;
@@ -370,13 +384,28 @@ START_TEST(test_reserve_thread)
 		}
 		ck_assert_int_eq(ret, 0);
 	}
-	/* Past one tick, so that the rate is seen. */
-	usleep(300 * 1000);
-	arena_get_stats(a, &st);
-	reserve_get_stats(&rs);
-	ck_assert_uint_gt(rs.peak_rate, 0);
-	ck_assert_uint_gt(st.refills, 2);
-	ck_assert_uint_gt(st.reserve_target * PG, 8u << 20);
+	/*
+	 * The rate is seen at the thread's next tick, and the target sized
+	 * from it: wait until the figures show that tick's work, not for a
+	 * time that a slow machine may not have kept.
+	 */
+	clock_gettime(CLOCK_MONOTONIC, &t0);
+	for (;;) {
+		arena_get_stats(a, &st);
+		reserve_get_stats(&rs);
+		if (rs.peak_rate > 0 && st.refills > 2 && st.reserve_target * PG > 8u << 20)
+			break;
+		if (seconds_since(&t0) >= THREAD_WAIT_S)
+			break;	/* the checks below say which figure never came */
+		usleep(10000);
+	}
+	ck_assert_msg(rs.peak_rate > 0, "no write rate seen within %d s of the writes",
+		      THREAD_WAIT_S);
+	ck_assert_msg(st.refills > 2, "only %llu refills within %d s of the writes",
+		      (unsigned long long)st.refills, THREAD_WAIT_S);
+	ck_assert_msg(st.reserve_target * PG > 8u << 20,
+		      "the target stayed at %llu bytes: not sized from the rate within %d s",
+		      (unsigned long long)(st.reserve_target * PG), THREAD_WAIT_S);
 	ck_assert_uint_le(st.reserve_target * PG, 128u << 20);
 	fprintf(stderr, "test_reserve_thread: peak %llu MiB/s, target %llu MiB, %u dry, %llu "
 		"refills, longest %llu us\n", (unsigned long long)(rs.peak_rate >> 20),

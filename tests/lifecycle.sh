@@ -31,11 +31,18 @@ log "umount: exit 0"
 # the request queued.  The daemon must still free that snapshot (a
 # sanitizer build fails on the leak) and exit 0.
 zs_mount size=16M
+stats=$(readlink -f "$ZS_MNT")/stats
 # shellcheck disable=SC2217 # sleep only holds the file open
 sleep 60 <"$ZS_MNT/stats" &
 holder=$!
 push_undo kill "$holder"
-sleep 0.2
+# The daemon is stopped only once the holder's open has been answered: its
+# stdin is then the stats file (read from /proc, never through the mount).
+holds_stats() {
+	kill -0 "$holder" 2>/dev/null || fail "the holder (pid $holder) could not open $ZS_MNT/stats"
+	[ "$(readlink "/proc/$holder/fd/0" 2>/dev/null)" = "$stats" ]
+}
+zs_wait_until 30 "the holder (pid $holder) with $stats open" holds_stats
 kill -STOP "$ZS_PID"
 push_undo kill -CONT "$ZS_PID"
 kill "$holder"
@@ -60,10 +67,11 @@ push_undo losetup -d "$loop"
 zs_run 60 dd if="$ZS_TMP/data" of="$loop" bs=1M oflag=direct status=none ||
 	fail "writing through $loop failed"
 kill -TERM "$ZS_PID"
-sleep 1
+# The message comes once the daemon has taken the signal and put the stop
+# off; the reads below need it still serving.
+zs_log_wait "still open" 30
 zs_alive
 _zs_is_mounted "$ZS_MNT" || fail "the mount went away while the loop device held the file"
-grep -q "still open" "$ZS_LOG" || fail "no message about the deferred stop in the log"
 zs_run 60 cmp <(dd if="$loop" bs=1M count=8 iflag=direct status=none) "$ZS_TMP/data" ||
 	fail "data read back through the loop device differs after SIGTERM"
 ! zs_run 30 umount "$ZS_MNT" 2>/dev/null || fail "umount succeeded while a loop device held the file"

@@ -6,12 +6,14 @@
 # recompress to zstd through the control file, and check that every byte
 # reads back and that mem_used_total falls by at least what zstd gains over
 # lz4 on those pages (measured on a second, zstd mount), less arena overhead.
-# A second request while a pass is pending or running is refused (EBUSY).
-# Then a recompress pass runs while fio writes and verifies another part of
-# the file (the test checks that the pass began after fio's writes and ended
-# before fio did); bad commands are refused and change nothing; and
-# `recompress type=huge` and `type=huge_idle` take only raw pages, and of
-# those only the idle ones.
+# A second request while a pass is pending or running is refused (EBUSY):
+# the first pass is paced (rate=) to last seconds on any machine, and is
+# seen unfinished right after the second request.  Then a recompress pass
+# runs while fio writes and verifies another part of the file, fio running
+# again and again until the pass has ended (the test checks that the pass
+# began after fio's writes and ended while fio still ran); bad commands are
+# refused and change nothing; and `recompress type=huge` and
+# `type=huge_idle` take only raw pages, and of those only the idle ones.
 set -eu
 . "$(dirname "$0")/lib.sh"
 require_fuse
@@ -28,12 +30,38 @@ read_back() {
 	zs_run 60 dd if="$1/swap" bs=1M count="$2" iflag=direct,count_bytes status=none
 }
 
+# ctl_twice MOUNT TEXT1 TEXT2 KEY...: write TEXT1, then TEXT2, to
+# MOUNT/control, each in one write(2) of its own, microseconds apart, and
+# read MOUNT/stats right after them; print the two answers ("ok" or the
+# errno's name) and then the value of each KEY as that read found it, one
+# a line.  What the daemon did between the writes shows in that read.
+ctl_twice() {
+	local mnt=$1
+	shift
+	zs_run 20 "$PYTHON" -c '
+import errno, os, sys
+ctl, stats, texts, keys = sys.argv[1], sys.argv[2], sys.argv[3:5], sys.argv[5:]
+fd = os.open(ctl, os.O_WRONLY)
+for text in texts:
+    try:
+        os.write(fd, text.encode() + b"\n")
+        print("ok")
+    except OSError as e:
+        print(errno.errorcode.get(e.errno, e.errno))
+with open(stats) as f:
+    values = dict(line.split(None, 1) for line in f if " " in line)
+for key in keys:
+    print(values.get(key, "missing").strip())
+' "$mnt/control" "$mnt/stats" "$@"
+}
+
 # stats_but_rss MOUNT: the stats file without the figures that move by
 # themselves (the daemon's RSS; over io_uring, the stats reads are ring
 # requests; what the reserve thread reads of the machine and decays each
-# tick, reserve.h).
+# tick, reserve.h, and the reserve it sizes from that: after fio's writes
+# its target falls with the decaying peak rate, and trims follow).
 stats_but_rss() {
-	zs_run 20 grep -vE '^(rss_bytes|uring_reqs|reserve_(peak_rate|refill_wait_us|pressure|mem_available)) ' "$1/stats"
+	zs_run 20 grep -vE '^(rss_bytes|uring_reqs|reserve_(peak_rate|refill_wait_us|pressure|mem_available|target_bytes|bytes|trimmed_bytes|refills|refill_bytes)) ' "$1/stats"
 }
 
 corpus=$ZS_TMP/corpus
@@ -63,10 +91,22 @@ passes=$(zs_stat "$mnt" recompress_passes)
 
 zs_ctl "$mnt" idle all || fail "'idle all' was refused"
 # Two requests microseconds apart: the second finds the first pending or
-# running (a pass over 48 MiB takes a second or more) and is refused.
-mapfile -t answers < <(zs_ctl_raw "$mnt" "recompress type=idle threshold=16\n" \
-	"recompress threshold=16\n")
+# running and is refused.  The first pass is paced to RATE pages a second
+# over the stored pages, so that it lasts 3 s or more however fast the
+# machine; and the stats read right after the second request must show it
+# unfinished (no pass counted yet, one pending), else the test proved
+# nothing about the refusal.
+stored=$(zs_stat "$mnt" pages_lz4)
+rate=$((stored / 3 > 0 ? stored / 3 : 1))
+mapfile -t answers < <(ctl_twice "$mnt" "recompress type=idle threshold=16 rate=$rate" \
+	"recompress threshold=16" recompress_passes recompress_pending)
+log "$stored pages at $rate a second: answers ${answers[0]-} ${answers[1]-}; then" \
+	"recompress_passes ${answers[2]-} recompress_pending ${answers[3]-}"
 [ "${answers[0]-}" = ok ] || fail "the first recompress request got ${answers[0]-nothing}"
+[ "${answers[2]-}" = "$passes" ] && [ "${answers[3]-}" = 1 ] ||
+	fail "the first pass ($stored pages at $rate a second) was not seen unfinished right" \
+		"after the second request (recompress_passes ${answers[2]-}, was $passes;" \
+		"recompress_pending ${answers[3]-}): the two did not overlap"
 [ "${answers[1]-}" = EBUSY ] ||
 	fail "a second request during a pass got ${answers[1]-nothing}, not EBUSY"
 zs_stat_wait "$mnt" recompress_passes $((passes + 1)) 300
@@ -99,34 +139,54 @@ log "lz4 $lz4_bytes B, zstd alone $zstd_bytes B (gain $gain B); mem_used_total" 
 
 # Requests during a pass: fio rewrites and verifies the upper half while
 # the whole file is recompressed; the corpus half must stay intact too.
-# fio is held to 16 MiB/s (about 4 s for its writes and its verification),
-# and the pass is asked for once fio's writes are coming in: the pass must
-# then have recompressed fio's fresh pages and ended while fio still runs.
+# fio is held to 16 MiB/s (about 4 s for its writes and its verification)
+# and runs again and again, each run whole, until the test has seen the
+# pass end, however long the pass takes.  The pass is asked for once fio's
+# writes are coming in: it must then have recompressed fio's fresh pages
+# and ended while fio still ran.
 passes=$(zs_stat "$mnt" recompress_passes)
 recompressed=$(zs_stat "$mnt" recompressed)
 wreqs=$(zs_stat "$mnt" write_reqs)
 fio_args=(--name=during --filename="$mnt/swap" --offset=64M --size=32M --rw=randwrite --bs=4k
 	--direct=1 --ioengine=psync --verify=crc32c --verify_fatal=1
 	--buffer_compress_percentage=60 --refill_buffers --randrepeat=0)
-(cd "$ZS_TMP" && zs_run 120 fio "${fio_args[@]}" --rate=16m --output="$ZS_TMP/fio.out") &
+fio_stop=$ZS_TMP/fio.stop
+# fio_runs: fio's run, again until $fio_stop exists; fails with the run
+# that failed.
+fio_runs() {
+	local n=0
+	while [ ! -e "$fio_stop" ]; do
+		n=$((n + 1))
+		(cd "$ZS_TMP" && zs_run 120 fio "${fio_args[@]}" --rate=16m --output="$ZS_TMP/fio.out") ||
+			{ cat "$ZS_TMP/fio.out" >&2; log "fio run $n failed"; return 1; }
+	done
+	log "fio: $n runs"
+}
+# end_fio_runs: let the last run finish, and give its status.
+end_fio_runs() { touch "$fio_stop"; wait "$fio_pid"; }
+fio_runs &
 fio_pid=$!
-for ((i = 0; i < 200; i++)); do
-	[ "$(zs_stat "$mnt" write_reqs)" -lt $((wreqs + 1000)) ] || break
-	sleep 0.05
-done
-kill -0 "$fio_pid" 2>/dev/null || fail "fio ended before its writes were seen"
+push_undo end_fio_runs
+# fio_alive: the runs go on (a failed one ends them).
+fio_alive() { kill -0 "$fio_pid" 2>/dev/null || fail "fio failed during recompression"; }
+fio_writing() {
+	fio_alive
+	[ "$(zs_stat "$mnt" write_reqs)" -ge $((wreqs + 1000)) ]
+}
+zs_wait_until 60 "1000 of fio's writes on $mnt" fio_writing
 zs_ctl "$mnt" recompress threshold=16 || fail "'recompress threshold=16' was refused"
-for ((i = 0; i < 1200; i++)); do
+pass_ended() {
+	fio_alive
 	[ "$(zs_stat "$mnt" recompress_passes)" -gt "$passes" ] &&
-		[ "$(zs_stat "$mnt" recompress_pending)" = 0 ] && break
-	sleep 0.05
-done
-kill -0 "$fio_pid" 2>/dev/null ||
-	fail "fio ended before the recompression pass did: they did not overlap"
+		[ "$(zs_stat "$mnt" recompress_pending)" = 0 ]
+}
+zs_wait_until 300 "the end of the recompression pass asked for during fio's writes" pass_ended
+fio_alive
 [ "$(zs_stat "$mnt" recompress_passes)" -gt "$passes" ] || fail "the pass did not run"
 [ "$(zs_stat "$mnt" recompressed)" -gt "$recompressed" ] ||
 	fail "the pass during fio's writes recompressed nothing"
-wait "$fio_pid" || { cat "$ZS_TMP/fio.out" >&2; fail "fio verify failed during recompression"; }
+drop_undo end_fio_runs
+end_fio_runs || fail "fio verify failed during recompression"
 (cd "$ZS_TMP" && zs_run 120 fio "${fio_args[@]}" --verify_only --output="$ZS_TMP/fio2.out") ||
 	{ cat "$ZS_TMP/fio2.out" >&2; fail "verify after the pass"; }
 zs_run 60 cmp -n "$bytes" <(read_back "$mnt" "$bytes") "$corpus" ||
@@ -137,7 +197,8 @@ zs_run 60 cmp -n "$bytes" <(read_back "$mnt" "$bytes") "$corpus" ||
 # one byte of the file.
 stats_but_rss "$mnt" >"$ZS_TMP/stats.before"
 for bad in "recompress type=cold" "recompress max_pages=0" "recompress threshold=5000" \
-	"recompress bogus=1" "recompress type=idle type=huge" "idle" "idle soon" "compact now"; do
+	"recompress bogus=1" "recompress type=idle type=huge" "recompress rate=0" \
+	"recompress rate=1000001" "recompress rate=1 rate=2" "idle" "idle soon" "compact now"; do
 	if zs_ctl "$mnt" "$bad" 2>/dev/null; then
 		fail "control accepted '$bad'"
 	fi

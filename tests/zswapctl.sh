@@ -66,7 +66,7 @@ expect_fail 2 "idle" idle "$mnt"
 # the control commands' word counts are the daemon's (control_cmds.h)
 expect_fail 2 "writeback: wrong number of arguments" writeback "$mnt" idle max_pages=1 more
 expect_fail 2 "recompress: wrong number of arguments" recompress "$mnt" type=idle \
-	threshold=100 max_pages=1 more
+	threshold=100 max_pages=1 rate=1 more
 expect_fail 2 "bad priority" swapon "$mnt" --priority 99999
 
 # ---- status and stats ----------------------------------------------------------
